@@ -1,0 +1,3 @@
+//! attn: stub.
+#![deny(unsafe_code)]
+fn main() {}

@@ -1,0 +1,3 @@
+//! bpe-decode: stub.
+#![deny(unsafe_code)]
+fn main() {}

@@ -1,0 +1,3 @@
+//! bpe-encode: stub.
+#![deny(unsafe_code)]
+fn main() {}

@@ -1,0 +1,3 @@
+//! bpe-train: stub.
+#![deny(unsafe_code)]
+fn main() {}

@@ -1,0 +1,1 @@
+//! attn (stub, being written).

@@ -1,0 +1,1 @@
+//! decode (stub, being written).

@@ -1,0 +1,1 @@
+//! encode (stub, being written).

@@ -1,0 +1,1 @@
+//! input (stub, being written).

@@ -1,0 +1,16 @@
+//! toksuite: the library behind `bpe-train`, `bpe-encode`, `bpe-decode` and `attn`.
+//! All logic lives here; the binaries in `bin/` only parse flags and report.
+
+pub mod attn;
+pub mod cli;
+pub mod decode;
+pub mod encode;
+pub mod error;
+pub mod input;
+pub mod model;
+pub mod ndjson;
+pub mod pretokenize;
+pub mod train;
+pub mod word;
+
+pub use error::{Error, ErrorKind, Result};

@@ -1,0 +1,116 @@
+//! Models in memory: BPE (merges, or a tiktoken rank table) and word vocabularies,
+//! with their identity (built-in name or file hash) for id-stream headers.
+//! Loading and writing of model files lives in the submodules.
+
+use ahash::AHashMap;
+
+/// Where a model came from; id-stream headers name it (CONTRACT.md, "Records").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSource {
+    /// A model compiled into the binaries (`o200k_base`, ...).
+    Builtin(&'static str),
+    /// A model file, by the name the user gave and the SHA-256 of its bytes (lowercase hex).
+    File { name: String, sha256: String },
+}
+
+/// A split (pre-tokenization) pattern: a preset name (`gpt4`, `o200k`, ... or `custom`)
+/// and the exact regex text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitSpec {
+    pub name: String,
+    pub pattern: String,
+}
+
+/// A special token: its text and id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecialToken {
+    pub text: String,
+    pub id: u32,
+}
+
+/// A byte-pair-encoding model.
+#[derive(Debug, Clone)]
+pub struct BpeModel {
+    pub source: ModelSource,
+    /// `None` for the seed's whole-text BPE (`--split none`).
+    pub split: Option<SplitSpec>,
+    pub specials: Vec<SpecialToken>,
+    /// `base_id_of_byte[b]` is the id that stands for byte `b` (identity for trained
+    /// models; a permutation for the GPT vocabularies).
+    pub base_id_of_byte: [u32; 256],
+    /// For model files: `merges[k]` is the pair that made id `256 + k`. Empty for rank
+    /// tables (tiktoken), whose pairs are all in `merge_ids`.
+    pub merges: Vec<(u32, u32)>,
+    /// Pair -> merged id. For model files, one pair per merge. For tiktoken rank tables,
+    /// every split of a token into two tokens, so that "merge the adjacent pair with the
+    /// lowest id, leftmost first" is exactly tiktoken's rank-based algorithm.
+    pub merge_ids: AHashMap<(u32, u32), u32>,
+    /// Bytes of every non-special id: `token_bytes[token_offsets[i]..token_offsets[i+1]]`.
+    /// An id whose span is empty is not in the vocabulary (rank tables may have gaps).
+    pub token_bytes: Vec<u8>,
+    pub token_offsets: Vec<u32>,
+}
+
+impl BpeModel {
+    /// The bytes id `id` stands for (special tokens included), or `None` for an id
+    /// outside the vocabulary.
+    pub fn token(&self, id: u32) -> Option<&[u8]> {
+        let i = id as usize;
+        if i + 1 < self.token_offsets.len() {
+            let (start, end) = (
+                self.token_offsets[i] as usize,
+                self.token_offsets[i + 1] as usize,
+            );
+            if start < end {
+                return Some(&self.token_bytes[start..end]);
+            }
+        }
+        self.specials
+            .iter()
+            .find(|s| s.id == id)
+            .map(|s| s.text.as_bytes())
+    }
+
+    /// One more than the largest id, special tokens included.
+    pub fn vocab_size(&self) -> usize {
+        let ordinary = self.token_offsets.len().saturating_sub(1);
+        self.specials
+            .iter()
+            .map(|s| s.id as usize + 1)
+            .max()
+            .unwrap_or(0)
+            .max(ordinary)
+    }
+}
+
+/// A word-level vocabulary (the seed's first tokenizer): words by id, and `[UNK]`.
+#[derive(Debug, Clone)]
+pub struct WordModel {
+    pub source: ModelSource,
+    /// Words in id order (ids 0..words.len()).
+    pub words: Vec<String>,
+    /// Counts when learned, parallel to `words` (display only).
+    pub counts: Vec<u64>,
+    /// Word -> id.
+    pub ids: AHashMap<String, u32>,
+    /// The unknown-word token's text and id (`[UNK]`, `words.len()`).
+    pub unk_text: String,
+    pub unk_id: u32,
+}
+
+/// Any model the tools read.
+#[derive(Debug, Clone)]
+pub enum Model {
+    Bpe(BpeModel),
+    Word(WordModel),
+}
+
+impl Model {
+    /// Where the model came from.
+    pub fn source(&self) -> &ModelSource {
+        match self {
+            Model::Bpe(m) => &m.source,
+            Model::Word(m) => &m.source,
+        }
+    }
+}

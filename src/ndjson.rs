@@ -1,0 +1,1 @@
+//! ndjson (stub, being written).

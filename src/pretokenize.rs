@@ -1,0 +1,1 @@
+//! pretokenize (stub, being written).

@@ -1,0 +1,1 @@
+//! word (stub, being written).
