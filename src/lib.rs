@@ -5,6 +5,7 @@
 
 pub mod attn;
 pub mod cli;
+pub mod commands;
 pub mod decode;
 pub mod encode;
 pub mod error;

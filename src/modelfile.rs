@@ -94,12 +94,14 @@ pub fn parse(bytes: &[u8], source: ModelSource, file: &str) -> Result<Model> {
     };
     match header.get("version") {
         Some(v) if v.as_u64() == Some(FORMAT_VERSION) => {}
-        Some(v) => return Err(header_error(
-            file,
-            format!(
+        Some(v) => {
+            return Err(header_error(
+                file,
+                format!(
                 "unsupported model format version {v} (this build reads version {FORMAT_VERSION})"
             ),
-        )),
+            ))
+        }
         None => return Err(header_error(file, "model header has no \"version\"")),
     }
     let mut numbered = lines.enumerate().map(|(k, line)| (k as u64 + 2, line));

@@ -102,15 +102,19 @@ fn expected_array(line: &[u8]) -> String {
     }
 }
 
+/// Parses a header line (a JSON object).
+pub fn parse_header(line: &[u8]) -> std::result::Result<Map<String, Value>, String> {
+    match serde_json::from_slice::<Value>(line) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err("expected a header object".to_string()),
+        Err(e) => Err(format!("malformed header: {e}")),
+    }
+}
+
 /// Classifies and parses one line of an id stream.
 pub fn parse_id_line(line: &[u8]) -> std::result::Result<IdLine, String> {
-    let start = skip_ws(line, 0);
-    if line.get(start) == Some(&b'{') {
-        return match serde_json::from_slice::<Value>(line) {
-            Ok(Value::Object(map)) => Ok(IdLine::Header(map)),
-            Ok(_) => Err("expected a header object".to_string()),
-            Err(e) => Err(format!("malformed header: {e}")),
-        };
+    if is_header(line) {
+        return parse_header(line).map(IdLine::Header);
     }
     let mut ids = Vec::new();
     parse_ids_into(line, &mut ids)?;

