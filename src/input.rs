@@ -147,6 +147,9 @@ pub fn open_stream(source: &Source) -> Result<Box<dyn BufRead>> {
     }
 }
 
+/// A callback for `for_each_line`: source name, 1-based line number, line bytes.
+pub type LineHandler<'a> = dyn FnMut(&str, u64, &[u8]) -> Result<()> + 'a;
+
 /// Calls `each` with every line of every source, in order, with the source name and the
 /// 1-based line number. The `\n` is not part of the line (a `\r` is); a final line
 /// without `\n` is still a line, and input ending in `\n` has no empty last line.
@@ -154,7 +157,7 @@ pub fn open_stream(source: &Source) -> Result<Box<dyn BufRead>> {
 pub fn for_each_line(
     sources: &[Source],
     no_mmap: bool,
-    each: &mut dyn FnMut(&str, u64, &[u8]) -> Result<()>,
+    each: &mut LineHandler,
 ) -> Result<()> {
     for source in sources {
         if let (false, Some(path)) = (no_mmap, &source.path) {

@@ -99,6 +99,8 @@ pub struct WordModel {
 }
 
 /// Any model the tools read.
+// A run holds one or two models, so the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Model {
     Bpe(BpeModel),
