@@ -1,1 +1,4 @@
-//! Integration tests (stub).
+//! The one integration-test binary: each module tests one tool or library area.
+
+mod cli_bpe;
+mod common;
