@@ -1,1 +1,3 @@
 //! Integration tests (stub).
+
+mod word_props;
