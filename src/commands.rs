@@ -148,8 +148,13 @@ pub fn train(
     events: &mut dyn FnMut(TrainEvent),
 ) -> Result<()> {
     if config.model_type == ModelType::Word {
-        let text = input::read_all(sources, config.no_mmap)?;
-        let model = crate::word::train(&text, config.vocab_size, config.threads)?;
+        // Streams: memory grows with the distinct words, not with the input.
+        let mut counter = crate::word::WordCounter::new(config.threads);
+        input::for_each_block(sources, config.no_mmap, &mut |block| {
+            counter.feed(block);
+            Ok(())
+        })?;
+        let model = counter.finish(config.vocab_size)?;
         return crate::word::write_model(out, &model).map_err(write_err);
     }
     let vocab_size = config.vocab_size.unwrap_or(DEFAULT_VOCAB_SIZE);
@@ -353,7 +358,9 @@ pub fn encode(
         let mut ids = Vec::new();
         match &encoder {
             AnyEncoder::Bpe(enc) => enc.encode_whole_parallel(&text, config.threads, &mut ids),
-            AnyEncoder::Word(model) => crate::word::encode(model, &text, &mut ids),
+            AnyEncoder::Word(model) => {
+                crate::word::encode(model, &text, &mut ids);
+            }
         }
         emit(&ids, text.len(), &mut stats, true)?;
         if config.count {

@@ -2,3 +2,4 @@
 
 mod cli_bpe;
 mod common;
+mod word_props;
