@@ -1,1 +1,2 @@
 //! Integration tests (stub).
+mod pretokenize_props;
