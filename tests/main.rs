@@ -2,4 +2,5 @@
 
 mod cli_bpe;
 mod common;
+mod pretokenize_props;
 mod word_props;
