@@ -1,2 +1,5 @@
-//! Integration tests (stub).
+//! The one integration-test binary: each module tests one tool or library area.
+
+mod cli_bpe;
+mod common;
 mod train_props;
