@@ -3,4 +3,5 @@
 mod cli_bpe;
 mod common;
 mod pretokenize_props;
+mod train_props;
 mod word_props;
