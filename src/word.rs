@@ -279,19 +279,116 @@ fn straddling_space(carry: &[u8], block: &[u8]) -> Option<(usize, usize)> {
     None
 }
 
+/// A word of up to 23 bytes as a fixed-size key (bytes, zero padding, length last):
+/// hashed and compared inline, without following a pointer to the word's bytes. Most words
+/// are short, so the hash tables below hold them this way and keep longer words apart.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Inline([u8; 24]);
+
+impl Inline {
+    fn new(word: &[u8]) -> Option<Inline> {
+        if word.len() > 23 {
+            return None;
+        }
+        let mut key = [0u8; 24];
+        key[..word.len()].copy_from_slice(word);
+        key[23] = word.len() as u8;
+        Some(Inline(key))
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.0[..self.0[23] as usize]
+    }
+}
+
+/// Word -> number, with short words held inline ([`Inline`]) and long ones as `L`
+/// (borrowed `&[u8]` while counting a shard, owned `Box<[u8]>` elsewhere).
+struct WordIndex<L> {
+    short: AHashMap<Inline, u32>,
+    long: AHashMap<L, u32>,
+}
+
+impl<L: std::borrow::Borrow<[u8]> + std::hash::Hash + Eq> WordIndex<L> {
+    fn new() -> Self {
+        WordIndex {
+            short: AHashMap::new(),
+            long: AHashMap::new(),
+        }
+    }
+
+    fn with_capacity(n: usize) -> Self {
+        WordIndex {
+            short: AHashMap::with_capacity(n),
+            long: AHashMap::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.short.len() + self.long.len()
+    }
+
+    #[inline]
+    fn get(&self, word: &[u8]) -> Option<u32> {
+        match Inline::new(word) {
+            Some(key) => self.short.get(&key).copied(),
+            None => self.long.get(word).copied(),
+        }
+    }
+
+    /// The number of `word`, inserting `fresh` when it is new (then returns `None`).
+    #[inline]
+    fn get_or_insert<'w>(&mut self, word: &'w [u8], fresh: u32) -> Option<u32>
+    where
+        L: From<&'w [u8]>,
+    {
+        match Inline::new(word) {
+            Some(key) => match self.short.entry(key) {
+                std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(fresh);
+                    None
+                }
+            },
+            None => match self.long.get(word) {
+                Some(&n) => Some(n),
+                None => {
+                    self.long.insert(L::from(word), fresh);
+                    None
+                }
+            },
+        }
+    }
+
+    /// The words, by number (numbers must be `0..len`).
+    fn into_words(self) -> Vec<Box<[u8]>> {
+        let mut words: Vec<Box<[u8]>> = vec![Box::default(); self.len()];
+        for (key, n) in self.short {
+            if let Some(slot) = words.get_mut(n as usize) {
+                *slot = key.bytes().into();
+            }
+        }
+        for (key, n) in self.long {
+            if let Some(slot) = words.get_mut(n as usize) {
+                *slot = key.borrow().into();
+            }
+        }
+        words
+    }
+}
+
 /// Distinct words of one shard in first-appearance order, with their counts.
 type ShardCounts<'t> = Vec<(&'t [u8], u64)>;
 
 fn count_shard(text: &[u8]) -> ShardCounts<'_> {
-    let mut index: AHashMap<&[u8], u32> = AHashMap::new();
+    let mut index: WordIndex<&[u8]> = WordIndex::new();
     let mut words: ShardCounts<'_> = Vec::new();
-    split_generic(text, &mut |w| match index.get(w) {
-        Some(&i) => words[i as usize].1 += 1,
-        None => {
-            index.insert(w, words.len() as u32);
-            words.push((w, 1));
-        }
-    });
+    split_generic(
+        text,
+        &mut |w| match index.get_or_insert(w, words.len() as u32) {
+            Some(i) => words[i as usize].1 += 1,
+            None => words.push((w, 1)),
+        },
+    );
     words
 }
 
@@ -338,16 +435,26 @@ fn count_parallel(text: &[u8], threads: usize, min_bytes: usize) -> Vec<ShardCou
 /// for the model. Memory grows with the number of distinct words, not with the input.
 /// Blocks of at least [`PARALLEL_MIN_BYTES`] are counted on `threads` threads; feeding
 /// blocks of a few MiB uses both cores on standard input of any size.
-#[derive(Debug, Default)]
 pub struct WordCounter {
     threads: usize,
     /// The unterminated word at the end of the input so far (no whitespace in it).
     carry: Vec<u8>,
     /// Word -> index into `counts`; indices are first-appearance order.
-    index: AHashMap<Box<[u8]>, u32>,
+    index: WordIndex<Box<[u8]>>,
     counts: Vec<u64>,
     bytes: u64,
     parallel_min: usize,
+}
+
+impl std::fmt::Debug for WordCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WordCounter")
+            .field("threads", &self.threads)
+            .field("bytes", &self.bytes)
+            .field("distinct", &self.counts.len())
+            .field("carry", &self.carry.len())
+            .finish()
+    }
 }
 
 impl WordCounter {
@@ -355,8 +462,11 @@ impl WordCounter {
     pub fn new(threads: usize) -> WordCounter {
         WordCounter {
             threads: threads.max(1),
+            carry: Vec::new(),
+            index: WordIndex::new(),
+            counts: Vec::new(),
+            bytes: 0,
             parallel_min: PARALLEL_MIN_BYTES,
-            ..WordCounter::default()
         }
     }
 
@@ -378,18 +488,14 @@ impl WordCounter {
     }
 
     fn add(&mut self, word: &[u8], count: u64) {
-        match self.index.get(word) {
-            Some(&i) => self.counts[i as usize] += count,
-            None => {
-                self.index.insert(word.into(), self.counts.len() as u32);
-                self.counts.push(count);
-            }
+        match self.index.get_or_insert(word, self.counts.len() as u32) {
+            Some(i) => self.counts[i as usize] += count,
+            None => self.counts.push(count),
         }
     }
 
     fn merge(&mut self, shards: Vec<ShardCounts<'_>>) {
         for shard in shards {
-            self.index.reserve(shard.len().min(1 << 16));
             for (word, count) in shard {
                 self.add(word, count);
             }
@@ -459,10 +565,9 @@ impl WordCounter {
                 "{keep} distinct words do not fit 32-bit token ids"
             )));
         }
-        let mut by_order: Vec<Option<Box<[u8]>>> = vec![None; self.counts.len()];
-        for (word, i) in self.index.drain() {
-            by_order[i as usize] = Some(word);
-        }
+        let index = std::mem::replace(&mut self.index, WordIndex::new());
+        let mut by_order: Vec<Option<Box<[u8]>>> =
+            index.into_words().into_iter().map(Some).collect();
         let mut order: Vec<u32> = (0..self.counts.len() as u32).collect();
         if keep < order.len() {
             let counts = &self.counts;
@@ -586,6 +691,50 @@ pub fn encode(model: &WordModel, record: &[u8], out: &mut Vec<u32>) -> u64 {
         }));
     });
     unknown
+}
+
+/// A word model prepared for fast encoding: its words in a table keyed by their bytes,
+/// short words inline ([`encode`] looks words up in the model's `String` map instead,
+/// which costs a UTF-8 check and a pointer chase per word). Build once per model.
+pub struct WordEncoder {
+    index: WordIndex<Box<[u8]>>,
+    unk_id: u32,
+}
+
+impl WordEncoder {
+    /// Prepares `model` for encoding.
+    pub fn new(model: &WordModel) -> WordEncoder {
+        let mut index = WordIndex::with_capacity(model.words.len());
+        for (id, key) in model.words.iter().enumerate() {
+            index.get_or_insert(&key_bytes(key), id as u32);
+        }
+        WordEncoder {
+            index,
+            unk_id: model.unk_id,
+        }
+    }
+
+    /// Appends the ids of the words of `record` to `out` (unknown words become
+    /// `[UNK]`'s id) and returns how many words were unknown; the same as [`encode`].
+    pub fn encode(&self, record: &[u8], out: &mut Vec<u32>) -> u64 {
+        let mut unknown = 0;
+        split_generic(record, &mut |w: &[u8]| {
+            out.push(self.index.get(w).unwrap_or_else(|| {
+                unknown += 1;
+                self.unk_id
+            }));
+        });
+        unknown
+    }
+}
+
+impl std::fmt::Debug for WordEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WordEncoder")
+            .field("words", &self.index.len())
+            .field("unk_id", &self.unk_id)
+            .finish()
+    }
 }
 
 /// Appends the words of `ids` to `out`, joined with single spaces (`[UNK]` as its text).

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 use toksuite::model::{ModelSource, WordModel};
-use toksuite::word::{self, WordCounter, WordStats};
+use toksuite::word::{self, WordCounter, WordEncoder, WordStats};
 use toksuite::ErrorKind;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/word");
@@ -84,6 +84,16 @@ fn seed_vocabulary_ids_and_unknown_words() {
     assert_eq!(ids, [0, 4, 5, 2, 1, 3]);
     ids.clear();
     assert_eq!(word::encode(&model, b"Life is sweet", &mut ids), 1);
+    assert_eq!(ids, [0, 4, 6]);
+    let encoder = WordEncoder::new(&model);
+    ids.clear();
+    assert_eq!(
+        encoder.encode(b"Life is short eat dessert first", &mut ids),
+        0
+    );
+    assert_eq!(ids, [0, 4, 5, 2, 1, 3]);
+    ids.clear();
+    assert_eq!(encoder.encode(b"Life is sweet", &mut ids), 1);
     assert_eq!(ids, [0, 4, 6]);
     let mut text = Vec::new();
     word::decode(&model, &[0, 4, 5, 6], &mut text).unwrap();
@@ -483,6 +493,10 @@ const PIECES: &[&[u8]] = &[
     b"\xa0",
     b"\xe2\x80",
     b"\xe1\x9a",
+    // Words around 23 bytes, the longest that hash tables keep inline.
+    b"aaaaaaaaaaaaaaaaaaaaaa",
+    b"aaaaaaaaaaaaaaaaaaaaaaa",
+    b"aaaaaaaaaaaaaaaaaaaaaaaa",
 ];
 
 fn random_text(rng: &mut Rng, max_pieces: usize) -> Vec<u8> {
@@ -651,6 +665,13 @@ fn encode_and_decode_match_naive_on_random_texts() {
         let record = random_text(&mut rng, 60);
         let mut ids = Vec::new();
         let unknown = word::encode(&model, &record, &mut ids);
+        let mut fast = vec![7];
+        let fast_unknown = WordEncoder::new(&model).encode(&record, &mut fast);
+        assert_eq!(
+            (&fast[1..], fast_unknown),
+            (&ids[..], unknown),
+            "{record:?}"
+        );
         let split = naive_split(&record);
         let expected: Vec<u32> = split
             .iter()
@@ -676,4 +697,21 @@ fn encode_and_decode_match_naive_on_random_texts() {
             .collect();
         assert_eq!(out, joined.join(&b' '), "{record:?}");
     }
+}
+
+#[test]
+fn words_differing_only_in_trailing_nuls_or_length_stay_apart() {
+    let long23 = "b".repeat(23);
+    let long24 = "b".repeat(24);
+    let text = format!("a a\0 a\0\0 {long23} {long24} {long23}\0 a");
+    let model = word::train(text.as_bytes(), None, 1).unwrap();
+    assert_eq!(model.words.len(), 6);
+    assert_eq!(model.counts, [2, 1, 1, 1, 1, 1]);
+    let encoder = WordEncoder::new(&model);
+    let mut ids = Vec::new();
+    encoder.encode(text.as_bytes(), &mut ids);
+    assert_eq!(ids, [0, 1, 2, 3, 5, 4, 0]);
+    let mut out = Vec::new();
+    word::decode(&model, &ids, &mut out).unwrap();
+    assert_eq!(out, text.as_bytes());
 }
