@@ -870,14 +870,55 @@ fn parse_header(header: &Map<String, Value>) -> Result<String> {
     Ok(unk)
 }
 
+/// Reads `"{digits}` at the start of `text` as a JSON non-negative integer (no leading
+/// zeros), returning it and the rest.
+fn json_u64(text: &[u8]) -> Option<(u64, &[u8])> {
+    let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || (digits > 1 && text[0] == b'0') {
+        return None;
+    }
+    let value = std::str::from_utf8(&text[..digits]).ok()?.parse().ok()?;
+    Some((value, &text[digits..]))
+}
+
+/// The fields of a word line in exactly the form [`write_model`] writes it, with a word
+/// that needs no JSON escapes: `{"id":N,"word":"W","count":C}` (count optional). Anything
+/// else returns `None` and goes through the full JSON parser.
+fn parse_plain_line(line: &[u8]) -> Option<(u64, &[u8], u64)> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let (id, rest) = json_u64(line.strip_prefix(b"{\"id\":")?)?;
+    let rest = rest.strip_prefix(b",\"word\":\"")?;
+    let end = rest
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+    let (word, rest) = rest.split_at(end);
+    std::str::from_utf8(word).ok()?;
+    let rest = rest.strip_prefix(b"\"")?;
+    if rest == b"}" {
+        return Some((id, word, 0));
+    }
+    let (count, rest) = json_u64(rest.strip_prefix(b",\"count\":")?)?;
+    (rest == b"}").then_some((id, word, count))
+}
+
 fn parse_word_line(line: &[u8], expected: u64) -> Result<(String, u64)> {
+    let (id, word, count) = match parse_plain_line(line) {
+        Some((id, word, count)) => (Some(id), Some(Cow::Borrowed(word)), count),
+        None => parse_json_line(line)?,
+    };
+    check_word_line(id, word, count, expected)
+}
+
+type LineFields<'l> = (Option<u64>, Option<Cow<'l, [u8]>>, u64);
+
+fn parse_json_line(line: &[u8]) -> Result<LineFields<'static>> {
     let value: Value =
         serde_json::from_slice(line).map_err(|e| Error::data(format!("invalid json: {e}")))?;
     let Value::Object(fields) = value else {
         return Err(Error::data("a word line must be a json object"));
     };
     let mut id = None;
-    let mut word: Option<Vec<u8>> = None;
+    let mut word: Option<Cow<'static, [u8]>> = None;
     let mut count = 0;
     for (field, value) in &fields {
         match field.as_str() {
@@ -895,7 +936,7 @@ fn parse_word_line(line: &[u8], expected: u64) -> Result<(String, u64)> {
                 let text = value.as_str().ok_or_else(|| {
                     Error::data(format!("\"{field}\" must be a string, not {value}"))
                 })?;
-                word = Some(if field == "hex" {
+                word = Some(Cow::Owned(if field == "hex" {
                     from_hex(text).ok_or_else(|| {
                         Error::data(format!(
                             "\"hex\" is not an even number of hex digits: {value}"
@@ -903,7 +944,7 @@ fn parse_word_line(line: &[u8], expected: u64) -> Result<(String, u64)> {
                     })?
                 } else {
                     text.as_bytes().to_vec()
-                });
+                }));
             }
             "count" => {
                 count = value.as_u64().ok_or_else(|| {
@@ -920,6 +961,15 @@ fn parse_word_line(line: &[u8], expected: u64) -> Result<(String, u64)> {
             }
         }
     }
+    Ok((id, word, count))
+}
+
+fn check_word_line(
+    id: Option<u64>,
+    word: Option<Cow<'_, [u8]>>,
+    count: u64,
+    expected: u64,
+) -> Result<(String, u64)> {
     match id {
         None => return Err(Error::data("a word line has no \"id\"")),
         Some(id) if id != expected => {

@@ -760,3 +760,47 @@ fn seed_pipeline_script_prints_the_seeds_attention_table() {
         }
     }
 }
+
+#[test]
+fn the_plain_line_fast_path_reads_what_the_json_parser_reads() {
+    let mut rng = Rng(0x5eed_0005);
+    for _ in 0..200 {
+        let text = random_text(&mut rng, 80);
+        let model = word::train(&text, None, 1).unwrap();
+        let mut file = Vec::new();
+        word::write_model(&mut file, &model).unwrap();
+        // The same lines re-serialized by serde_json (keys sorted, so not the fast form).
+        let mut resorted = Vec::new();
+        for line in file.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let value: Value = serde_json::from_slice(line).unwrap();
+            resorted.extend_from_slice(serde_json::to_string(&value).unwrap().as_bytes());
+            resorted.push(b'\n');
+        }
+        let fast = parse_file(&file).unwrap();
+        let slow = parse_file(&resorted).unwrap();
+        assert_eq!(fast.words, slow.words);
+        assert_eq!(fast.counts, slow.counts);
+        assert_eq!(fast.words, model.words);
+    }
+    let header = "{\"kind\":\"word\",\"version\":1}\n";
+    for (line, ok) in [
+        ("{\"id\":0,\"word\":\"a\"}", true),
+        ("{\"id\":0,\"word\":\"a\",\"count\":3}\r", true),
+        ("{\"id\": 0, \"word\": \"a\"}", true),
+        ("{\"id\":0,\"word\":\"\\u0061\"}", true),
+        ("{\"id\":00,\"word\":\"a\"}", false),
+        ("{\"id\":0,\"word\":\"a\",\"count\":01}", false),
+        ("{\"id\":0,\"word\":\"a\"}}", false),
+        (
+            "{\"id\":0,\"word\":\"a\",\"count\":99999999999999999999}",
+            false,
+        ),
+        ("{\"id\":0,\"word\":\"a\tb\"}", false),
+    ] {
+        let result = parse_file(format!("{header}{line}\n").as_bytes());
+        assert_eq!(result.is_ok(), ok, "{line}: {result:?}");
+        if let Ok(model) = result {
+            assert_eq!(model.words, ["a"]);
+        }
+    }
+}
