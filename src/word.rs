@@ -86,12 +86,25 @@
 //!   whitespace characters always start at a non-continuation byte, any byte offset just
 //!   after a whitespace character is a safe place to cut the text: that is how blocks are
 //!   streamed and how large inputs are sharded across threads.
-//! - Counting uses per-shard `AHashMap<&[u8], index>` tables over the borrowed text (no
-//!   allocation per occurrence); shards are merged in order into one owned table, which
-//!   keeps the first-appearance order exactly (a word first seen in shard k gets its order
-//!   from shard k's own first-appearance list, after all words of shards < k).
+//! - Counting uses a per-shard hash table over the borrowed text (no allocation per
+//!   occurrence); shards are merged in order into one owned table, which keeps the
+//!   first-appearance order exactly (a word first seen in shard k gets its order from
+//!   shard k's own first-appearance list, after all words of shards < k).
+//! - Hash tables key words of up to 23 bytes by a fixed 24-byte inline copy
+//!   (`Inline`), so a probe compares in place instead of following a pointer to the
+//!   word; lookups in tables of a few hundred thousand words are bound by cache misses
+//!   (measured on the project's 2-vCPU KVM machine: a dependent load over a 4 MiB set cost
+//!   ~500 ns under load, 20 ns within 1 MiB). [`WordEncoder`] uses the same table for
+//!   encoding and skips the per-word UTF-8 check that the model's `String` map needs.
+//! - Model lines in the exact form [`write_model`] writes are read by a small hand
+//!   parser; anything else (other key order, escapes, spacing) goes through serde_json,
+//!   and a test checks both read the same.
 //! - Inputs below [`PARALLEL_MIN_BYTES`] are counted on one thread: thread start-up and
 //!   the merge cost more than they save there.
+//! - Figures (27 MB of Debian documentation, 3.18 M words, 250 616 distinct; release
+//!   build; CPU seconds, since the machine ran at load 12 on 2 vCPUs): split 0.05 s,
+//!   train 0.72 s, encode 0.38-0.45 s (60-70 MB/s per CPU with every word in the
+//!   vocabulary, 116-156 MB/s with the 50 000 most frequent), decode 0.13 s.
 
 use std::borrow::Cow;
 use std::io::Write;
