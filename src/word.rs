@@ -389,12 +389,17 @@ impl<L: std::borrow::Borrow<[u8]> + std::hash::Hash + Eq> WordIndex<L> {
     }
 }
 
-/// Distinct words of one shard in first-appearance order, with their counts.
-type ShardCounts<'t> = Vec<(&'t [u8], u64)>;
+/// One shard's count: its distinct words in first-appearance order with their counts,
+/// and the table that numbers them so (kept, so that the first shard's table can become
+/// the counter's own without hashing every word again).
+struct ShardCounts<'t> {
+    index: WordIndex<&'t [u8]>,
+    words: Vec<(&'t [u8], u64)>,
+}
 
 fn count_shard(text: &[u8]) -> ShardCounts<'_> {
     let mut index: WordIndex<&[u8]> = WordIndex::new();
-    let mut words: ShardCounts<'_> = Vec::new();
+    let mut words: Vec<(&[u8], u64)> = Vec::new();
     split_generic(
         text,
         &mut |w| match index.get_or_insert(w, words.len() as u32) {
@@ -402,7 +407,7 @@ fn count_shard(text: &[u8]) -> ShardCounts<'_> {
             None => words.push((w, 1)),
         },
     );
-    words
+    ShardCounts { index, words }
 }
 
 /// Counts words on up to `threads` threads, sharding `text` at whitespace; the shards'
@@ -509,7 +514,16 @@ impl WordCounter {
 
     fn merge(&mut self, shards: Vec<ShardCounts<'_>>) {
         for shard in shards {
-            for (word, count) in shard {
+            if self.counts.is_empty() {
+                // Nothing counted yet: the shard's numbering is the counter's.
+                self.counts = shard.words.iter().map(|&(_, count)| count).collect();
+                self.index.short = shard.index.short;
+                self.index.long = (shard.index.long.into_iter())
+                    .map(|(word, n)| (Box::from(word), n))
+                    .collect();
+                continue;
+            }
+            for (word, count) in shard.words {
                 self.add(word, count);
             }
         }
@@ -587,19 +601,27 @@ impl WordCounter {
             order.sort_unstable_by_key(|&i| (std::cmp::Reverse(counts[i as usize]), i));
             order.truncate(keep);
         }
-        let mut kept: Vec<(Box<[u8]>, u64)> = order
+        // Sort on an inline big-endian prefix first: most comparisons then stay within
+        // `kept` instead of following two pointers (zero padding keeps the order exact).
+        let prefix = |w: &[u8]| {
+            let mut p = [0u8; 8];
+            let n = w.len().min(8);
+            p[..n].copy_from_slice(&w[..n]);
+            u64::from_be_bytes(p)
+        };
+        let mut kept: Vec<(u64, Box<[u8]>, u64)> = order
             .into_iter()
             .filter_map(|i| {
                 by_order[i as usize]
                     .take()
-                    .map(|w| (w, self.counts[i as usize]))
+                    .map(|w| (prefix(&w), w, self.counts[i as usize]))
             })
             .collect();
-        kept.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        kept.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         let mut words = Vec::with_capacity(kept.len());
         let mut counts = Vec::with_capacity(kept.len());
         let mut ids = AHashMap::with_capacity(kept.len());
-        for (id, (word, count)) in kept.into_iter().enumerate() {
+        for (id, (_, word, count)) in kept.into_iter().enumerate() {
             let key = key_of(&word).into_owned();
             ids.insert(key.clone(), id as u32);
             words.push(key);
