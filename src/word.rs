@@ -891,7 +891,7 @@ fn parse_header(header: &Map<String, Value>) -> Result<String> {
             other => {
                 return Err(Error::data(format!(
                     "unknown field {} in the word model header",
-                    show_key(other)
+                    serde_json::to_string(other).unwrap_or_default()
                 )))
             }
         }
@@ -991,7 +991,7 @@ fn parse_json_line(line: &[u8]) -> Result<LineFields<'static>> {
             other => {
                 return Err(Error::data(format!(
                     "unknown field {} in a word line",
-                    show_key(other)
+                    serde_json::to_string(other).unwrap_or_default()
                 )))
             }
         }
