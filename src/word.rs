@@ -102,9 +102,11 @@
 //! - Inputs below [`PARALLEL_MIN_BYTES`] are counted on one thread: thread start-up and
 //!   the merge cost more than they save there.
 //! - Figures (27 MB of Debian documentation, 3.18 M words, 250 616 distinct; release
-//!   build; CPU seconds, since the machine ran at load 12 on 2 vCPUs): split 0.05 s,
-//!   train 0.72 s, encode 0.38-0.45 s (60-70 MB/s per CPU with every word in the
-//!   vocabulary, 116-156 MB/s with the 50 000 most frequent), decode 0.13 s.
+//!   build; CPU seconds, as the machine ran at load 10-14 on 2 vCPUs): split 0.05 s;
+//!   train 0.65-0.81 s (wall 1.4-2.0 s under that load); encode with every word in the
+//!   vocabulary 0.46-0.52 s (52-59 MB/s per CPU), with the 50 000 most frequent 0.18 s
+//!   through [`WordEncoder`] (147 MB/s); decode 0.13 s. The gap between the two encode
+//!   figures is the ~250 k lookups of rare words that hit a cold bucket.
 
 use std::borrow::Cow;
 use std::io::Write;
