@@ -452,8 +452,8 @@ fn count_parallel(text: &[u8], threads: usize, min_bytes: usize) -> Vec<ShardCou
 
 /// A streaming word counter: feed blocks of any size and any boundaries (a block may end
 /// inside a word or inside a multi-byte character), then [`finish`](WordCounter::finish)
-/// for the model. Memory grows with the number of distinct words, not with the input.
-/// Blocks of at least [`PARALLEL_MIN_BYTES`] are counted on `threads` threads; feeding
+/// for the model. Memory grows with the number of distinct words, not with the input
+/// (plus the longest word, which is held whole until its end is seen). Blocks of at least [`PARALLEL_MIN_BYTES`] are counted on `threads` threads; feeding
 /// blocks of a few MiB uses both cores on standard input of any size.
 pub struct WordCounter {
     threads: usize,
