@@ -1,1 +1,2 @@
 //! Integration tests (stub).
+mod attn_rng;
