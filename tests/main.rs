@@ -1,2 +1,6 @@
-//! Integration tests (stub).
+//! The one integration-test binary: each module tests one tool or library area.
+
 mod attn_rng;
+mod cli_bpe;
+mod common;
+mod word_props;
