@@ -10,11 +10,13 @@ pub mod kernel;
 pub mod reference;
 pub mod rng;
 
-use std::io::Write;
+use std::io::{BufRead, Write};
 
 pub use rng::{LazyEmbedding, NormalFill, TorchRng};
 
 use crate::error::{Error, Result};
+use crate::input::{self, Source};
+use crate::ndjson;
 
 /// Shape and provenance of weights drawn like the seed's example.
 #[derive(Debug, Clone)]
@@ -412,7 +414,7 @@ impl Attn {
     /// and `dim` wide.
     pub fn parse_record(&self, line: &[u8]) -> Result<Option<Embedded>> {
         let trimmed = line.trim_ascii();
-        if trimmed.first() == Some(&b'{') {
+        if ndjson::is_header(trimmed) {
             return Ok(None);
         }
         let dim = self.weights.dim;
@@ -568,15 +570,86 @@ fn push_number(buf: &mut String, x: f32, precision: Precision) {
     }
 }
 
+/// Reads records from `sources` (and, for cross-attention, the record on the same
+/// line-aligned position of `context`), runs the stage on each and writes one output
+/// line per record to `out`. Header lines (`{...}`) are skipped in both streams.
+/// Errors carry the file name and line number of the record at fault.
+pub fn run(
+    attn: &Attn,
+    sources: &[Source],
+    no_mmap: bool,
+    context: Option<&Source>,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let mut ctx = match context {
+        Some(src) => Some((src.name.clone(), input::open_stream(src)?, 0u64, 0u64)),
+        None => None,
+    };
+    let mut records = 0u64;
+    input::for_each_line(sources, no_mmap, &mut |name, line_no, line| {
+        let at = |e: Error| e.at_line(name, line_no);
+        let Some(x) = attn.parse_record(line).map_err(at)? else {
+            return Ok(());
+        };
+        records += 1;
+        let c = match &mut ctx {
+            Some((cname, stream, cline, crecords)) => {
+                let mut buf = Vec::new();
+                loop {
+                    buf.clear();
+                    let n = stream
+                        .read_until(b'\n', &mut buf)
+                        .map_err(|e| Error::io("read failed", e).in_file(cname))?;
+                    if n == 0 {
+                        return Err(at(Error::data(format!(
+                            "record {records} has no partner in the context file {cname} \
+                             (it has {crecords} records)"
+                        ))));
+                    }
+                    *cline += 1;
+                    if buf.last() == Some(&b'\n') {
+                        buf.pop();
+                    }
+                    if let Some(c) = attn
+                        .parse_record(&buf)
+                        .map_err(|e| e.at_line(cname, *cline))?
+                    {
+                        *crecords += 1;
+                        break Some(c);
+                    }
+                }
+            }
+            None => None,
+        };
+        let (data, cols) = attn.compute(&x, c.as_ref()).map_err(at)?;
+        attn.write_rows(out, &data, cols)
+            .map_err(|e| Error::io("write failed", e))
+    })?;
+    if let Some((cname, mut stream, mut cline, _)) = ctx {
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            let n = stream
+                .read_until(b'\n', &mut buf)
+                .map_err(|e| Error::io("read failed", e).in_file(&cname))?;
+            if n == 0 {
+                break;
+            }
+            cline += 1;
+            if !buf.trim_ascii().is_empty() && !ndjson::is_header(&buf) {
+                return Err(Error::data(format!(
+                    "the context file has more records than the input ({records})"
+                ))
+                .at_line(&cname, cline));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Parses a JSON array of non-negative integer ids that fit in 32 bits.
 pub fn parse_ids(text: &[u8]) -> Result<Vec<u32>> {
-    let bad = || Error::data("expected a JSON array of token ids (non-negative integers)");
-    let values: Vec<serde_json::Value> = serde_json::from_slice(text).map_err(|_| bad())?;
-    values
-        .iter()
-        .map(|v| {
-            let n = v.as_u64().ok_or_else(bad)?;
-            u32::try_from(n).map_err(|_| Error::data(format!("id {n} is not in the vocabulary")))
-        })
-        .collect()
+    let mut ids = Vec::new();
+    ndjson::parse_ids_into(text, &mut ids).map_err(Error::data)?;
+    Ok(ids)
 }

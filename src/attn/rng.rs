@@ -139,7 +139,7 @@ impl TorchRng {
         for block in data.chunks_exact_mut(16) {
             transform16(block.try_into().expect("16 elements"), fill);
         }
-        if n % 16 != 0 {
+        if !n.is_multiple_of(16) {
             let tail: &mut [f32; 16] = (&mut data[n - 16..]).try_into().expect("16 elements");
             for x in tail.iter_mut() {
                 *x = self.uniform_f32();
@@ -284,7 +284,7 @@ impl LazyEmbedding {
             }
             return out;
         }
-        let tail_start = if n % 16 != 0 { n - 16 } else { n };
+        let tail_start = if !n.is_multiple_of(16) { n - 16 } else { n };
         // Blocks (index b: elements 16b..16b+16) that hold some needed element before the tail.
         let mut blocks: Vec<usize> = Vec::new();
         let mut need_tail = false;
