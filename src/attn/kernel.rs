@@ -95,32 +95,65 @@ impl<'a> View<'a> {
     }
 }
 
-/// R rows of `a` (each `depth` long, starting at `a_rows[r]`) times a packed panel
-/// `bp` (`depth` rows of BC numbers): returns the R x BC products.
+/// `depth` rounded up to a multiple of 4: packed operands are zero-padded to it so that
+/// the micro-kernels can take four steps of the reduction per pass over the accumulators.
+fn depth4(depth: usize) -> usize {
+    depth.div_ceil(4) * 4
+}
+
+/// R rows of A, packed as `depth4` groups of R numbers (`a[kd * R + r]` = row r,
+/// column kd), times a packed panel `bp` (`depth4` rows of BC numbers): `out` gets the
+/// R x BC products.
+///
+/// The accumulators live in `out` (L1); each pass folds four reduction steps into one
+/// load and one store of an accumulator, so the loop is bound by loads, not stores.
+/// (Keeping accumulators in registers needs named SIMD values; spelled as arrays, LLVM
+/// kept them on the stack, measured slower.)
 #[inline(always)]
-fn panel_kernel(a_rows: [&[f32]; R], depth: usize, bp: &[f32]) -> [[f32; BC]; R] {
-    let mut acc = [[0f32; BC]; R];
-    let rows: [&[f32]; R] = a_rows.map(|r| &r[..depth]);
-    for (kd, b) in bp.chunks_exact(BC).take(depth).enumerate() {
-        let b: &[f32; BC] = b.try_into().expect("panel row");
-        for r in 0..R {
-            let x = rows[r][kd];
+fn panel_kernel(a: &[f32], bp: &[f32], out: &mut [[f32; BC]; R]) {
+    for row in out.iter_mut() {
+        *row = [0.0; BC];
+    }
+    for (x, b) in a.chunks_exact(4 * R).zip(bp.chunks_exact(4 * BC)) {
+        let b0: &[f32; BC] = b[..BC].try_into().expect("BC numbers");
+        let b1: &[f32; BC] = b[BC..2 * BC].try_into().expect("BC numbers");
+        let b2: &[f32; BC] = b[2 * BC..3 * BC].try_into().expect("BC numbers");
+        let b3: &[f32; BC] = b[3 * BC..].try_into().expect("BC numbers");
+        for (r, o) in out.iter_mut().enumerate() {
+            let (x0, x1, x2, x3) = (x[r], x[R + r], x[2 * R + r], x[3 * R + r]);
             for c in 0..BC {
-                acc[r][c] = fmadd(x, b[c], acc[r][c]);
+                o[c] = fmadd(
+                    x3,
+                    b3[c],
+                    fmadd(x2, b2[c], fmadd(x1, b1[c], fmadd(x0, b0[c], o[c]))),
+                );
             }
         }
     }
-    acc
+}
+
+/// Packs R rows given by `row(r)` (each `depth` long; `None` for padding), scaled by
+/// `c`, as `panel_kernel` reads them: `depth4(depth)` groups of R numbers.
+fn pack_rows<'a>(dst: &mut [f32], depth: usize, c: f32, row: impl Fn(usize) -> Option<&'a [f32]>) {
+    dst.fill(0.0);
+    for r in 0..R {
+        if let Some(src) = row(r) {
+            for (kd, &x) in src[..depth].iter().enumerate() {
+                dst[kd * R + r] = x * c;
+            }
+        }
+    }
 }
 
 /// Packs `n` columns of the `depth x n` row-major matrix given by `col(kd, c)` into
-/// panels of BC columns: panel p holds `depth` rows of BC numbers, zero-padded.
+/// panels of BC columns: panel p holds `depth4(depth)` rows of BC numbers, zero-padded.
 fn pack_panels(depth: usize, n: usize, get: impl Fn(usize, usize) -> f32) -> Vec<f32> {
     let panels = n.div_ceil(BC);
-    let mut out = vec![0f32; panels * depth * BC];
+    let d4 = depth4(depth);
+    let mut out = vec![0f32; panels * d4 * BC];
     for p in 0..panels {
         for kd in 0..depth {
-            let dst = &mut out[(p * depth + kd) * BC..][..BC];
+            let dst = &mut out[(p * d4 + kd) * BC..][..BC];
             for (c, d) in dst.iter_mut().enumerate() {
                 let col = p * BC + c;
                 if col < n {
@@ -191,27 +224,23 @@ pub fn matmul(x: &[f32], t: usize, d: usize, w: &[f32], n: usize, threads: usize
     }
     let wp = pack_panels(d, n, |kd, c| w[kd * n + c]);
     let panels = n.div_ceil(BC);
-    let zero = vec![0f32; d];
     let chunks = row_chunks(&mut out, n, BR);
     parallel_items(
         chunks.len(),
         threads,
-        || (),
-        |_, item| {
+        || (vec![0f32; depth4(d) * R], [[0f32; BC]; R]),
+        |(a, acc), item| {
             let mut guard = chunks[item].lock().expect("chunk");
             let chunk: &mut [f32] = &mut guard;
             let row0 = item * BR;
             let nrows = chunk.len() / n;
             for r0 in (0..nrows).step_by(R) {
-                let a_rows: [&[f32]; R] = std::array::from_fn(|r| {
-                    if r0 + r < nrows {
-                        &x[(row0 + r0 + r) * d..][..d]
-                    } else {
-                        &zero[..]
-                    }
+                pack_rows(a, d, 1.0, |r| {
+                    (r0 + r < nrows).then(|| &x[(row0 + r0 + r) * d..][..d])
                 });
+                let d4 = depth4(d);
                 for p in 0..panels {
-                    let acc = panel_kernel(a_rows, d, &wp[p * d * BC..(p + 1) * d * BC]);
+                    panel_kernel(a, &wp[p * d4 * BC..(p + 1) * d4 * BC], acc);
                     let cols = BC.min(n - p * BC);
                     for (r, acc_r) in acc.iter().enumerate().take(nrows - r0) {
                         chunk[(r0 + r) * n + p * BC..][..cols].copy_from_slice(&acc_r[..cols]);
@@ -265,7 +294,8 @@ pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], thre
     assert!(s > 0, "attention over no keys");
     let tiles = s.div_ceil(BC);
     // Keys, transposed into tiles: head h, tile kt holds dk rows of BC keys.
-    let mut kpack = Vec::with_capacity(heads * tiles * dk * BC);
+    let d4 = depth4(dk);
+    let mut kpack = Vec::with_capacity(heads * tiles * d4 * BC);
     for h in 0..heads {
         kpack.extend(pack_panels(dk, s, |kd, j| k.row(j, h * dk, dk)[kd]));
     }
@@ -305,8 +335,8 @@ pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], thre
                 for kt in 0..key_end.div_ceil(BC) {
                     let j0 = kt * BC;
                     let jn = BC.min(key_end - j0);
-                    let kp = &kpack[(h * tiles + kt) * dk * BC..][..dk * BC];
-                    st.scores(nrows, dk, kp, i0, j0, jn, causal);
+                    let kp = &kpack[(h * tiles + kt) * d4 * BC..][..d4 * BC];
+                    st.scores(nrows, d4, kp, i0, j0, jn, causal);
                     st.accumulate(nrows, jn, &v, j0, h * dv, dvp);
                 }
                 for r in 0..nrows {
@@ -326,7 +356,7 @@ struct Scratch {
     /// The block's queries, pre-scaled, BR rows of dk.
     q: Vec<f32>,
     /// The current tile's scores, then probabilities: BR rows of BC.
-    sc: Vec<f32>,
+    sc: Vec<[f32; BC]>,
     /// Unnormalised outputs, BR rows of dvp.
     o: Vec<f32>,
     /// Running maximum (base-2 domain) and sum per row.
@@ -339,8 +369,8 @@ struct Scratch {
 impl Scratch {
     fn new(dk: usize, dvp: usize) -> Scratch {
         Scratch {
-            q: vec![0f32; BR * dk],
-            sc: vec![0f32; BR * BC],
+            q: vec![0f32; BR * depth4(dk)],
+            sc: vec![[0f32; BC]; BR],
             o: vec![0f32; BR * dvp],
             m: [0f32; BR],
             l: [0f32; BR],
@@ -349,15 +379,11 @@ impl Scratch {
     }
 
     fn start(&mut self, q: &View, i0: usize, nrows: usize, col: usize, dk: usize, c: f32) {
-        for r in 0..BR {
-            let dst = &mut self.q[r * dk..(r + 1) * dk];
-            if r < nrows {
-                for (d, &x) in dst.iter_mut().zip(q.row(i0 + r, col, dk)) {
-                    *d = x * c;
-                }
-            } else {
-                dst.fill(0.0);
-            }
+        for (g, dst) in self.q.chunks_exact_mut(depth4(dk) * R).enumerate() {
+            let r0 = g * R;
+            pack_rows(dst, dk, c, |r| {
+                (r0 + r < nrows).then(|| q.row(i0 + r0 + r, col, dk))
+            });
         }
         self.m.fill(f32::NEG_INFINITY);
         self.l.fill(0.0);
@@ -370,7 +396,7 @@ impl Scratch {
     fn scores(
         &mut self,
         nrows: usize,
-        dk: usize,
+        d4: usize,
         kp: &[f32],
         i0: usize,
         j0: usize,
@@ -379,15 +405,11 @@ impl Scratch {
     ) {
         let nr = nrows.div_ceil(R) * R;
         for r0 in (0..nr).step_by(R) {
-            let q = &self.q;
-            let a_rows: [&[f32]; R] = std::array::from_fn(|r| &q[(r0 + r) * dk..][..dk]);
-            let acc = panel_kernel(a_rows, dk, kp);
-            for (r, acc_r) in acc.iter().enumerate() {
-                self.sc[(r0 + r) * BC..][..BC].copy_from_slice(acc_r);
-            }
+            let out: &mut [[f32; BC]; R] = (&mut self.sc[r0..r0 + R]).try_into().expect("R rows");
+            panel_kernel(&self.q[r0 * d4..(r0 + R) * d4], kp, out);
         }
         for r in 0..nr {
-            let row: &mut [f32; BC] = (&mut self.sc[r * BC..][..BC]).try_into().expect("row");
+            let row = &mut self.sc[r];
             let lim = if causal {
                 (i0 + r + 1).saturating_sub(j0).min(jn)
             } else {
@@ -431,56 +453,58 @@ impl Scratch {
     }
 
     /// o = alpha * o + P V for the tile's keys `j0..j0 + jn`.
+    ///
+    /// Four keys per pass over a row of `o`, for the same reason as in `panel_kernel`;
+    /// the row is cut into constant-width chunks so that each pass is straight-line
+    /// vector code.
     fn accumulate(&mut self, nrows: usize, jn: usize, v: &View, j0: usize, col: usize, dvp: usize) {
         let nr = nrows.div_ceil(R) * R;
-        for r0 in (0..nr).step_by(R) {
-            let mut off = 0;
-            while off < dvp {
-                match dvp - off {
-                    16 => self.pv_kernel::<16>(r0, jn, v, j0, col, off, dvp),
-                    32 => self.pv_kernel::<32>(r0, jn, v, j0, col, off, dvp),
-                    48 => self.pv_kernel::<48>(r0, jn, v, j0, col, off, dvp),
-                    _ => self.pv_kernel::<64>(r0, jn, v, j0, col, off, dvp),
+        for r in 0..nr {
+            let a = self.alpha[r];
+            if a != 1.0 {
+                for x in self.o[r * dvp..][..dvp].iter_mut() {
+                    *x *= a;
                 }
-                off += 64;
             }
+        }
+        let mut j = 0;
+        while j < jn {
+            let step = if jn - j >= 4 { 4 } else { 1 };
+            let vr: [&[f32]; 4] =
+                std::array::from_fn(|k| v.row(j0 + j + if k < step { k } else { 0 }, col, dvp));
+            for r in 0..nr {
+                let p = &self.sc[r];
+                let pj: [f32; 4] = std::array::from_fn(|k| if k < step { p[j + k] } else { 0.0 });
+                let o = &mut self.o[r * dvp..][..dvp];
+                let mut off = 0;
+                while off < dvp {
+                    match dvp - off {
+                        16 => pv_chunk::<16>(o, off, pj, vr),
+                        32 => pv_chunk::<32>(o, off, pj, vr),
+                        48 => pv_chunk::<48>(o, off, pj, vr),
+                        _ => pv_chunk::<64>(o, off, pj, vr),
+                    }
+                    off += 64;
+                }
+            }
+            j += step;
         }
     }
+}
 
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn pv_kernel<const W: usize>(
-        &mut self,
-        r0: usize,
-        jn: usize,
-        v: &View,
-        j0: usize,
-        col: usize,
-        off: usize,
-        dvp: usize,
-    ) {
-        let mut acc = [[0f32; W]; R];
-        for (r, acc_r) in acc.iter_mut().enumerate() {
-            let o = &self.o[(r0 + r) * dvp + off..][..W];
-            let a = self.alpha[r0 + r];
-            for c in 0..W {
-                acc_r[c] = o[c] * a;
-            }
-        }
-        let sc = &self.sc;
-        let p: [&[f32; BC]; R] =
-            std::array::from_fn(|r| sc[(r0 + r) * BC..][..BC].try_into().expect("row"));
-        for j in 0..jn.min(BC) {
-            let vr: &[f32; W] = v.row(j0 + j, col + off, W).try_into().expect("row");
-            for r in 0..R {
-                let pr = p[r][j];
-                for c in 0..W {
-                    acc[r][c] = fmadd(pr, vr[c], acc[r][c]);
-                }
-            }
-        }
-        for (r, acc_r) in acc.iter().enumerate() {
-            self.o[(r0 + r) * dvp + off..][..W].copy_from_slice(acc_r);
-        }
+/// `o[off..off + W] += p[0] v[0] + p[1] v[1] + p[2] v[2] + p[3] v[3]` (each v from `off`).
+#[inline(always)]
+fn pv_chunk<const W: usize>(o: &mut [f32], off: usize, p: [f32; 4], v: [&[f32]; 4]) {
+    let o: &mut [f32; W] = (&mut o[off..off + W]).try_into().expect("W numbers");
+    let v0: &[f32; W] = v[0][off..off + W].try_into().expect("W numbers");
+    let v1: &[f32; W] = v[1][off..off + W].try_into().expect("W numbers");
+    let v2: &[f32; W] = v[2][off..off + W].try_into().expect("W numbers");
+    let v3: &[f32; W] = v[3][off..off + W].try_into().expect("W numbers");
+    for c in 0..W {
+        o[c] = fmadd(
+            p[3],
+            v3[c],
+            fmadd(p[2], v2[c], fmadd(p[1], v1[c], fmadd(p[0], v0[c], o[c]))),
+        );
     }
 }
