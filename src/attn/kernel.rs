@@ -105,30 +105,23 @@ fn depth4(depth: usize) -> usize {
 /// column kd), times a packed panel `bp` (`depth4` rows of BC numbers): `out` gets the
 /// R x BC products.
 ///
-/// The accumulators live in `out` (L1); each pass folds four reduction steps into one
-/// load and one store of an accumulator, so the loop is bound by loads, not stores.
-/// (Keeping accumulators in registers needs named SIMD values; spelled as arrays, LLVM
-/// kept them on the stack, measured slower.)
 #[inline(always)]
 fn panel_kernel(a: &[f32], bp: &[f32], out: &mut [[f32; BC]; R]) {
-    for row in out.iter_mut() {
-        *row = [0.0; BC];
-    }
-    for (x, b) in a.chunks_exact(4 * R).zip(bp.chunks_exact(4 * BC)) {
-        let b0: &[f32; BC] = b[..BC].try_into().expect("BC numbers");
-        let b1: &[f32; BC] = b[BC..2 * BC].try_into().expect("BC numbers");
-        let b2: &[f32; BC] = b[2 * BC..3 * BC].try_into().expect("BC numbers");
-        let b3: &[f32; BC] = b[3 * BC..].try_into().expect("BC numbers");
-        for (r, o) in out.iter_mut().enumerate() {
-            let (x0, x1, x2, x3) = (x[r], x[R + r], x[2 * R + r], x[3 * R + r]);
+    // Two rows at a time, accumulators in registers: each panel row loaded serves both
+    // rows, and 2 x 4 vectors make eight independent FMA chains.
+    for rp in 0..R / 2 {
+        let mut a0 = [0f32; BC];
+        let mut a1 = [0f32; BC];
+        for (x, b) in a.chunks_exact(R).zip(bp.chunks_exact(BC)) {
+            let b: &[f32; BC] = b.try_into().expect("BC numbers");
+            let (x0, x1) = (x[2 * rp], x[2 * rp + 1]);
             for c in 0..BC {
-                o[c] = fmadd(
-                    x3,
-                    b3[c],
-                    fmadd(x2, b2[c], fmadd(x1, b1[c], fmadd(x0, b0[c], o[c]))),
-                );
+                a0[c] = fmadd(x0, b[c], a0[c]);
+                a1[c] = fmadd(x1, b[c], a1[c]);
             }
         }
+        out[2 * rp] = a0;
+        out[2 * rp + 1] = a1;
     }
 }
 
@@ -275,7 +268,8 @@ pub struct Shape {
 /// head h, `softmax(scale * Q_h K_h^T [masked]) V_h` in columns `h*d_v..(h+1)*d_v`.
 ///
 /// Row i of head h of Q is `q.row(i, h * d_kq, d_kq)`, likewise for K and V. Nothing of
-/// size t x s is allocated: memory is O((t + s) * d) plus per-thread tiles.
+/// size t x s is allocated: besides per-thread tiles, the kernel holds one packed copy
+/// of K and of V (O(s * d)).
 pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], threads: usize) {
     let Shape {
         heads,
@@ -299,24 +293,17 @@ pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], thre
     for h in 0..heads {
         kpack.extend(pack_panels(dk, s, |kd, j| k.row(j, h * dk, dk)[kd]));
     }
-    // The value micro-kernel reads whole 16-lane groups; copy V into a padded layout
-    // only when the last group of some row would run past the end of `v.data`.
+    // Values, per head, as contiguous rows of dvp numbers (zero-padded to whole
+    // 16-lane groups). Rows of the caller's layout are heads * widths apart, a multiple
+    // of 2 KiB for common shapes, so a tile's rows would fall into a few L1 sets and
+    // evict each other; contiguous rows do not.
     let dvp = dv.div_ceil(L) * L;
-    let padded_v;
-    let v = if dv == 0 || v.offset + (s - 1) * v.stride + (heads - 1) * dv + dvp <= v.data.len() {
-        v
-    } else {
-        let mut buf = vec![0f32; s * width + dvp];
+    let mut vpack = vec![0f32; heads * s * dvp];
+    for h in 0..heads {
         for j in 0..s {
-            buf[j * width..(j + 1) * width].copy_from_slice(v.row(j, 0, width));
+            vpack[(h * s + j) * dvp..][..dv].copy_from_slice(v.row(j, h * dv, dv));
         }
-        padded_v = buf;
-        View {
-            data: &padded_v,
-            stride: width,
-            offset: 0,
-        }
-    };
+    }
     let c = scale * std::f32::consts::LOG2_E;
     let chunks = row_chunks(out, width, BR);
     parallel_items(
@@ -337,7 +324,12 @@ pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], thre
                     let jn = BC.min(key_end - j0);
                     let kp = &kpack[(h * tiles + kt) * d4 * BC..][..d4 * BC];
                     st.scores(nrows, d4, kp, i0, j0, jn, causal);
-                    st.accumulate(nrows, jn, &v, j0, h * dv, dvp);
+                    let vh = View {
+                        data: &vpack,
+                        stride: dvp,
+                        offset: h * s * dvp,
+                    };
+                    st.accumulate(nrows, jn, &vh, j0, 0, dvp);
                 }
                 for r in 0..nrows {
                     let inv = 1.0 / st.l[r];
@@ -393,6 +385,7 @@ impl Scratch {
     /// Scores of the tile's keys `j0..j0 + jn` (packed in `kp`), masked, turned into
     /// probabilities relative to the updated running maximum.
     #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
     fn scores(
         &mut self,
         nrows: usize,
@@ -408,6 +401,13 @@ impl Scratch {
             let out: &mut [[f32; BC]; R] = (&mut self.sc[r0..r0 + R]).try_into().expect("R rows");
             panel_kernel(&self.q[r0 * d4..(r0 + R) * d4], kp, out);
         }
+        self.softmax(nr, i0, j0, jn, causal);
+    }
+
+    /// Masks the tile's scores and turns them into probabilities relative to the
+    /// updated running maximum; updates the running sums.
+    #[inline(never)]
+    fn softmax(&mut self, nr: usize, i0: usize, j0: usize, jn: usize, causal: bool) {
         for r in 0..nr {
             let row = &mut self.sc[r];
             let lim = if causal {
@@ -457,6 +457,7 @@ impl Scratch {
     /// Four keys per pass over a row of `o`, for the same reason as in `panel_kernel`;
     /// the row is cut into constant-width chunks so that each pass is straight-line
     /// vector code.
+    #[inline(never)]
     fn accumulate(&mut self, nrows: usize, jn: usize, v: &View, j0: usize, col: usize, dvp: usize) {
         let nr = nrows.div_ceil(R) * R;
         for r in 0..nr {
@@ -467,44 +468,58 @@ impl Scratch {
                 }
             }
         }
-        let mut j = 0;
-        while j < jn {
-            let step = if jn - j >= 4 { 4 } else { 1 };
-            let vr: [&[f32]; 4] =
-                std::array::from_fn(|k| v.row(j0 + j + if k < step { k } else { 0 }, col, dvp));
-            for r in 0..nr {
-                let p = &self.sc[r];
-                let pj: [f32; 4] = std::array::from_fn(|k| if k < step { p[j + k] } else { 0.0 });
-                let o = &mut self.o[r * dvp..][..dvp];
-                let mut off = 0;
-                while off < dvp {
-                    match dvp - off {
-                        16 => pv_chunk::<16>(o, off, pj, vr),
-                        32 => pv_chunk::<32>(o, off, pj, vr),
-                        48 => pv_chunk::<48>(o, off, pj, vr),
-                        _ => pv_chunk::<64>(o, off, pj, vr),
-                    }
-                    off += 64;
+        // Two rows at a time: each value row loaded serves both, and the two rows' four
+        // vectors each make eight independent FMA chains (enough to hide FMA latency).
+        for r in (0..nr).step_by(2) {
+            let p = [&self.sc[r], &self.sc[r + 1]];
+            let (o0, o1) = self.o[r * dvp..(r + 2) * dvp].split_at_mut(dvp);
+            let mut off = 0;
+            while off < dvp {
+                match dvp - off {
+                    16 => pv_chunk::<16>([o0, o1], off, p, jn, v, j0, col),
+                    32 => pv_chunk::<32>([o0, o1], off, p, jn, v, j0, col),
+                    48 => pv_chunk::<48>([o0, o1], off, p, jn, v, j0, col),
+                    _ => pv_chunk::<64>([o0, o1], off, p, jn, v, j0, col),
                 }
+                off += 64;
             }
-            j += step;
         }
     }
 }
 
-/// `o[off..off + W] += p[0] v[0] + p[1] v[1] + p[2] v[2] + p[3] v[3]` (each v from `off`).
+/// For both rows k: `o[k][off..off + W] += sum over j < jn of p[k][j] * V[j0 + j][col + off..][..W]`.
 #[inline(always)]
-fn pv_chunk<const W: usize>(o: &mut [f32], off: usize, p: [f32; 4], v: [&[f32]; 4]) {
-    let o: &mut [f32; W] = (&mut o[off..off + W]).try_into().expect("W numbers");
-    let v0: &[f32; W] = v[0][off..off + W].try_into().expect("W numbers");
-    let v1: &[f32; W] = v[1][off..off + W].try_into().expect("W numbers");
-    let v2: &[f32; W] = v[2][off..off + W].try_into().expect("W numbers");
-    let v3: &[f32; W] = v[3][off..off + W].try_into().expect("W numbers");
-    for c in 0..W {
-        o[c] = fmadd(
-            p[3],
-            v3[c],
-            fmadd(p[2], v2[c], fmadd(p[1], v1[c], fmadd(p[0], v0[c], o[c]))),
-        );
+fn pv_chunk<const W: usize>(
+    o: [&mut [f32]; 2],
+    off: usize,
+    p: [&[f32; BC]; 2],
+    jn: usize,
+    v: &View,
+    j0: usize,
+    col: usize,
+) {
+    let [o0, o1] = o;
+    let mut a0: [f32; W] = o0[off..off + W].try_into().expect("W numbers");
+    let mut a1: [f32; W] = o1[off..off + W].try_into().expect("W numbers");
+    let jn = jn.min(BC);
+    let j2 = jn / 2 * 2;
+    let vrow = |j: usize| -> &[f32; W] { v.row(j0 + j, col + off, W).try_into().expect("W") };
+    for j in (0..j2).step_by(2) {
+        let (v0, v1) = (vrow(j), vrow(j + 1));
+        let (p00, p01, p10, p11) = (p[0][j], p[0][j + 1], p[1][j], p[1][j + 1]);
+        for c in 0..W {
+            a0[c] = fmadd(p01, v1[c], fmadd(p00, v0[c], a0[c]));
+            a1[c] = fmadd(p11, v1[c], fmadd(p10, v0[c], a1[c]));
+        }
     }
+    for j in j2..jn {
+        let v0 = vrow(j);
+        let (p00, p10) = (p[0][j], p[1][j]);
+        for c in 0..W {
+            a0[c] = fmadd(p00, v0[c], a0[c]);
+            a1[c] = fmadd(p10, v0[c], a1[c]);
+        }
+    }
+    o0[off..off + W].copy_from_slice(&a0);
+    o1[off..off + W].copy_from_slice(&a1);
 }
