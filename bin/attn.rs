@@ -137,6 +137,21 @@ fn main() -> ExitCode {
                 return Err(Error::usage(format!("{name} must be at least 1")));
             }
         }
+        // The drawn table is computed lazily, but its draws are counted in u64 and a
+        // dump holds it whole: keep sizes far from overflow.
+        let cells = |a: usize, b: usize| a.checked_mul(b).filter(|&n| n <= 1 << 40);
+        let head_cols = args
+            .d_kq
+            .checked_mul(2)
+            .and_then(|n| n.checked_add(args.d_v))
+            .and_then(|n| n.checked_mul(args.heads));
+        if cells(args.vocab_size, args.dim).is_none()
+            || head_cols
+                .and_then(|n| cells(args.dim, n))
+                .is_none_or(|n| n > 1 << 30)
+        {
+            return Err(Error::usage("the requested sizes are too large"));
+        }
         let weights = match &args.weights {
             Some(path) => {
                 let text = std::fs::read(path).map_err(|e| {

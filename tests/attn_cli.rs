@@ -328,6 +328,8 @@ fn usage_errors_exit_2() {
     let dir = scratch("attn-usage");
     for args in [
         vec!["--heads", "0"],
+        vec!["--vocab-size", "18446744073709551615", "--dim", "9"],
+        vec!["--d-kq", "9223372036854775807"],
         vec!["--precision", "12"],
         vec!["--print", "everything"],
         vec!["--no-such-flag"],

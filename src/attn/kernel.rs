@@ -9,9 +9,10 @@
 //! - Scores are computed in the base-2 domain (`q` pre-scaled by `scale * log2(e)`), so
 //!   the softmax needs one `exp2` per score: a 6-term polynomial and an exponent add,
 //!   vectorised, instead of the C library's scalar `expf`.
-//! - Tiles of 48 queries x 64 keys: the micro-kernels hold 6 rows x 64 columns of
-//!   accumulators (24 of the 32 vector registers); the tile's scores, 12 KiB, and the
-//!   key tile, 16 KiB at d = 64, stay in L1.
+//! - Tiles of 48 queries x 64 keys: the micro-kernels hold 4 rows x 64 columns of
+//!   accumulators (16 of the 32 vector registers) across the whole reduction; the
+//!   tile's scores, 12 KiB, and the key and value tiles, 16 KiB each at d = 64, stay
+//!   in L1 or L2. Values are packed per head: rows 2 KiB apart fell into a few L1 sets.
 //! - Work items are blocks of query rows (all heads of a block in one item), taken from
 //!   a shared counter, last block first, so that causal blocks (whose cost grows with
 //!   their position) balance across the threads.
@@ -26,8 +27,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 const L: usize = 16;
 /// Keys per tile, and columns per micro-kernel panel.
 const BC: usize = 64;
-/// Rows per micro-kernel.
-const R: usize = 6;
+/// Rows per micro-kernel (the code of `panel_kernel` and `pv_chunk` spells out 4).
+const R: usize = 4;
 /// Query rows per work item.
 const BR: usize = 48;
 
@@ -107,22 +108,20 @@ fn depth4(depth: usize) -> usize {
 ///
 #[inline(always)]
 fn panel_kernel(a: &[f32], bp: &[f32], out: &mut [[f32; BC]; R]) {
-    // Two rows at a time, accumulators in registers: each panel row loaded serves both
-    // rows, and 2 x 4 vectors make eight independent FMA chains.
-    for rp in 0..R / 2 {
-        let mut a0 = [0f32; BC];
-        let mut a1 = [0f32; BC];
-        for (x, b) in a.chunks_exact(R).zip(bp.chunks_exact(BC)) {
-            let b: &[f32; BC] = b.try_into().expect("BC numbers");
-            let (x0, x1) = (x[2 * rp], x[2 * rp + 1]);
-            for c in 0..BC {
-                a0[c] = fmadd(x0, b[c], a0[c]);
-                a1[c] = fmadd(x1, b[c], a1[c]);
-            }
+    // All R = 4 rows at once, accumulators in registers: each panel row loaded serves
+    // the four rows, and 4 x 4 vectors make sixteen independent FMA chains.
+    let mut acc = [[0f32; BC]; R];
+    for (x, b) in a.chunks_exact(R).zip(bp.chunks_exact(BC)) {
+        let b: &[f32; BC] = b.try_into().expect("BC numbers");
+        let x: &[f32; R] = x.try_into().expect("R numbers");
+        for c in 0..BC {
+            acc[0][c] = fmadd(x[0], b[c], acc[0][c]);
+            acc[1][c] = fmadd(x[1], b[c], acc[1][c]);
+            acc[2][c] = fmadd(x[2], b[c], acc[2][c]);
+            acc[3][c] = fmadd(x[3], b[c], acc[3][c]);
         }
-        out[2 * rp] = a0;
-        out[2 * rp + 1] = a1;
     }
+    *out = acc;
 }
 
 /// Packs R rows given by `row(r)` (each `depth` long; `None` for padding), scaled by
@@ -468,18 +467,18 @@ impl Scratch {
                 }
             }
         }
-        // Two rows at a time: each value row loaded serves both, and the two rows' four
-        // vectors each make eight independent FMA chains (enough to hide FMA latency).
-        for r in (0..nr).step_by(2) {
-            let p = [&self.sc[r], &self.sc[r + 1]];
-            let (o0, o1) = self.o[r * dvp..(r + 2) * dvp].split_at_mut(dvp);
+        // R = 4 rows at a time: each value row loaded serves all four, and the rows'
+        // vectors make independent FMA chains (enough to hide FMA latency).
+        for r in (0..nr).step_by(R) {
+            let p: [&[f32; BC]; R] = std::array::from_fn(|k| &self.sc[r + k]);
+            let o = &mut self.o[r * dvp..(r + R) * dvp];
             let mut off = 0;
             while off < dvp {
                 match dvp - off {
-                    16 => pv_chunk::<16>([o0, o1], off, p, jn, v, j0, col),
-                    32 => pv_chunk::<32>([o0, o1], off, p, jn, v, j0, col),
-                    48 => pv_chunk::<48>([o0, o1], off, p, jn, v, j0, col),
-                    _ => pv_chunk::<64>([o0, o1], off, p, jn, v, j0, col),
+                    16 => pv_chunk::<16>(o, dvp, off, p, jn, v, j0, col),
+                    32 => pv_chunk::<32>(o, dvp, off, p, jn, v, j0, col),
+                    48 => pv_chunk::<48>(o, dvp, off, p, jn, v, j0, col),
+                    _ => pv_chunk::<64>(o, dvp, off, p, jn, v, j0, col),
                 }
                 off += 64;
             }
@@ -487,39 +486,33 @@ impl Scratch {
     }
 }
 
-/// For both rows k: `o[k][off..off + W] += sum over j < jn of p[k][j] * V[j0 + j][col + off..][..W]`.
+/// For the R rows k of `o` (each `dvp` long):
+/// `o[k][off..off + W] += sum over j < jn of p[k][j] * V[j0 + j][col + off..][..W]`.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn pv_chunk<const W: usize>(
-    o: [&mut [f32]; 2],
+    o: &mut [f32],
+    dvp: usize,
     off: usize,
-    p: [&[f32; BC]; 2],
+    p: [&[f32; BC]; R],
     jn: usize,
     v: &View,
     j0: usize,
     col: usize,
 ) {
-    let [o0, o1] = o;
-    let mut a0: [f32; W] = o0[off..off + W].try_into().expect("W numbers");
-    let mut a1: [f32; W] = o1[off..off + W].try_into().expect("W numbers");
-    let jn = jn.min(BC);
-    let j2 = jn / 2 * 2;
-    let vrow = |j: usize| -> &[f32; W] { v.row(j0 + j, col + off, W).try_into().expect("W") };
-    for j in (0..j2).step_by(2) {
-        let (v0, v1) = (vrow(j), vrow(j + 1));
-        let (p00, p01, p10, p11) = (p[0][j], p[0][j + 1], p[1][j], p[1][j + 1]);
+    let mut acc: [[f32; W]; R] =
+        std::array::from_fn(|k| o[k * dvp + off..][..W].try_into().expect("W numbers"));
+    for j in 0..jn.min(BC) {
+        let vr: &[f32; W] = v.row(j0 + j, col + off, W).try_into().expect("W numbers");
+        let (p0, p1, p2, p3) = (p[0][j], p[1][j], p[2][j], p[3][j]);
         for c in 0..W {
-            a0[c] = fmadd(p01, v1[c], fmadd(p00, v0[c], a0[c]));
-            a1[c] = fmadd(p11, v1[c], fmadd(p10, v0[c], a1[c]));
+            acc[0][c] = fmadd(p0, vr[c], acc[0][c]);
+            acc[1][c] = fmadd(p1, vr[c], acc[1][c]);
+            acc[2][c] = fmadd(p2, vr[c], acc[2][c]);
+            acc[3][c] = fmadd(p3, vr[c], acc[3][c]);
         }
     }
-    for j in j2..jn {
-        let v0 = vrow(j);
-        let (p00, p10) = (p[0][j], p[1][j]);
-        for c in 0..W {
-            a0[c] = fmadd(p00, v0[c], a0[c]);
-            a1[c] = fmadd(p10, v0[c], a1[c]);
-        }
+    for (k, a) in acc.iter().enumerate() {
+        o[k * dvp + off..][..W].copy_from_slice(a);
     }
-    o0[off..off + W].copy_from_slice(&a0);
-    o1[off..off + W].copy_from_slice(&a1);
 }

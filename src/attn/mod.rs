@@ -536,7 +536,9 @@ impl Attn {
 
     /// Writes one output record: a JSON array of rows of `cols` numbers, and a newline.
     pub fn write_rows(&self, w: &mut dyn Write, data: &[f32], cols: usize) -> std::io::Result<()> {
-        let mut buf = String::with_capacity(data.len() * 9 + 16);
+        // Written in pieces: a 100k-token record of 512 numbers a row is hundreds of MB
+        // of text, which need not be held at once.
+        let mut buf = String::with_capacity(1 << 16);
         buf.push('[');
         if cols > 0 {
             for (i, row) in data.chunks(cols).enumerate() {
@@ -551,6 +553,10 @@ impl Attn {
                     push_number(&mut buf, x, self.options.precision);
                 }
                 buf.push(']');
+                if buf.len() >= 1 << 16 {
+                    w.write_all(buf.as_bytes())?;
+                    buf.clear();
+                }
             }
         }
         buf.push_str("]\n");
