@@ -720,7 +720,6 @@ fn words_differing_only_in_trailing_nuls_or_length_stay_apart() {
 // The seed in one pipe, with the built binaries.
 
 #[test]
-#[ignore = "needs bpe-train/bpe-encode wired to src/word.rs and attn (the lead's merge)"]
 fn seed_pipeline_script_prints_the_seeds_attention_table() {
     let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_bpe-train"))
         .parent()
