@@ -1,1 +1,625 @@
-//! encode (stub, being written).
+//! The BPE encoder: text bytes to token ids, exactly as the seed's `encode` (and, for
+//! rank tables, exactly as tiktoken), one record at a time or spread over threads.
+//!
+//! Semantics. Within one sequence the adjacent pair with the lowest merge id is merged,
+//! leftmost first, until no adjacent pair has a merge. For model files this equals the
+//! seed's "merge every occurrence of the lowest pair, left to right" (a merge only
+//! creates pairs with higher ids, and never recreates the pair it consumed); for
+//! tiktoken rank tables, whose `merge_ids` hold every two-token split of every token,
+//! it is tiktoken's `byte_pair_merge`, including its shortcut that a piece which is
+//! itself a token is emitted whole. With a split pattern each chunk is its own
+//! sequence. Allowed special tokens are found first (leftmost, longest at a position)
+//! and cut the text into segments that are split and encoded separately, as tiktoken
+//! does; special tokens that are not allowed are ordinary text.
+//!
+//! Performance notes:
+//! - Short sequences (under [`SHORT`] bytes) use a flat scan for the lowest pair; longer
+//!   ones a linked list plus a binary heap keyed by `(merge id, position)` with lazy
+//!   deletion, O(n log n): 1 MB of one repeated byte or of letters without spaces stays
+//!   well under a second.
+//! - Split models keep a per-thread chunk -> ids cache (words repeat); rank tables first
+//!   try the whole chunk as a token, which answers most chunks with one lookup.
+//! - Caches live in a pool inside the [`Encoder`], so it is `Sync` and each thread
+//!   borrows one for a batch; a cache is cleared when it reaches [`CACHE_ENTRIES`].
+//! - `--whole` input is cut only where the result cannot change: for `--split none`
+//!   between two bytes that no token contains side by side, for the preset patterns
+//!   between a newline and an ASCII letter (see [`Encoder::safe_cut`]).
+
+use std::collections::BinaryHeap;
+use std::sync::Mutex;
+
+use ahash::AHashMap;
+
+use crate::error::{Error, Result};
+use crate::model::BpeModel;
+use crate::pretokenize::{self, Splitter};
+
+/// Which special tokens are recognised in the text (tiktoken's `allowed_special`).
+/// Those not allowed are encoded as ordinary text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowedSpecial {
+    /// No special token is recognised.
+    None,
+    /// Every special token of the model is recognised.
+    All,
+    /// Only these (each must be a special token of the model).
+    Some(Vec<String>),
+}
+
+/// Sequences shorter than this use the flat scan rather than the heap (measured: the
+/// scan wins below ~64 tokens, and its cost per merge is tiny).
+const SHORT: usize = 64;
+/// Chunks longer than this are not cached (they rarely repeat).
+const CACHE_MAX_CHUNK: usize = 128;
+/// A cache that reaches this many entries is cleared (bounds memory per thread).
+const CACHE_ENTRIES: usize = 1 << 17;
+/// `--whole` input is cut into pieces of about this size for parallel work.
+const PIECE: usize = 1 << 20;
+/// How far past a target cut position we look for a safe cut.
+const CUT_SEARCH: usize = 1 << 16;
+/// No merge.
+const NONE: u32 = u32::MAX;
+
+/// Per-thread working memory: the chunk cache and reusable buffers.
+#[derive(Default)]
+struct Scratch {
+    cache: AHashMap<Box<[u8]>, Box<[u32]>>,
+    ids: Vec<u32>,
+    ranks: Vec<u32>,
+    next: Vec<u32>,
+    prev: Vec<u32>,
+    heap: BinaryHeap<std::cmp::Reverse<u64>>,
+}
+
+/// Where the encoder may cut a `--whole` text for parallel work.
+enum CutRule {
+    /// No safe cut is known (custom split pattern): encode in one piece.
+    Never,
+    /// `--split none`: between bytes `x`, `y` when no token contains `x y`.
+    /// Bit `x * 256 + y` is set when some token does.
+    BytePairs(Box<[u64; 1024]>),
+    /// A preset split pattern: after `\n` preceded by a printable ASCII byte and
+    /// followed by an ASCII letter.
+    NewlineLetter,
+}
+
+/// Encodes text with one model. Cheap to share across threads (`Sync`).
+pub struct Encoder<'m> {
+    model: &'m BpeModel,
+    splitter: Option<Splitter>,
+    /// Allowed special tokens: (text, id), longest first.
+    specials: Vec<(Vec<u8>, u32)>,
+    /// `special_start[b]`: some allowed special starts with byte `b`.
+    special_start: [bool; 256],
+    /// Rank tables only: token bytes -> id (tiktoken emits a piece that is a token whole).
+    whole: Option<AHashMap<&'m [u8], u32>>,
+    cut: CutRule,
+    pool: Mutex<Vec<Scratch>>,
+}
+
+impl<'m> Encoder<'m> {
+    /// An encoder for `model` recognising the `allowed` special tokens; naming a special
+    /// token the model does not have is a usage error.
+    pub fn new(model: &'m BpeModel, allowed: &AllowedSpecial) -> Result<Encoder<'m>> {
+        let mut specials: Vec<(Vec<u8>, u32)> = match allowed {
+            AllowedSpecial::None => Vec::new(),
+            AllowedSpecial::All => model
+                .specials
+                .iter()
+                .map(|s| (s.text.as_bytes().to_vec(), s.id))
+                .collect(),
+            AllowedSpecial::Some(names) => {
+                let mut v = Vec::with_capacity(names.len());
+                for name in names {
+                    let Some(s) = model.specials.iter().find(|s| &s.text == name) else {
+                        let known: Vec<&str> =
+                            model.specials.iter().map(|s| s.text.as_str()).collect();
+                        return Err(Error::usage(if known.is_empty() {
+                            format!("unknown special token {name:?}: the model has none")
+                        } else {
+                            format!(
+                                "unknown special token {name:?} (the model has {})",
+                                known.join(", ")
+                            )
+                        }));
+                    };
+                    v.push((s.text.as_bytes().to_vec(), s.id));
+                }
+                v
+            }
+        };
+        specials.retain(|(text, _)| !text.is_empty());
+        // Longest first, so the first one matching at a position is the longest.
+        specials.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+        specials.dedup();
+        let mut special_start = [false; 256];
+        for (text, _) in &specials {
+            special_start[text[0] as usize] = true;
+        }
+
+        let splitter = match &model.split {
+            Some(spec) => Some(Splitter::new(spec)?),
+            None => None,
+        };
+        let rank_table = model.merges.is_empty();
+        let whole = rank_table.then(|| {
+            let mut map = AHashMap::with_capacity(model.token_offsets.len());
+            for id in 0..model.token_offsets.len().saturating_sub(1) {
+                let (s, e) = (
+                    model.token_offsets[id] as usize,
+                    model.token_offsets[id + 1] as usize,
+                );
+                if e > s {
+                    map.insert(&model.token_bytes[s..e], id as u32);
+                }
+            }
+            map
+        });
+        let cut = match &model.split {
+            None => {
+                let mut bits = Box::new([0u64; 1024]);
+                for id in 0..model.token_offsets.len().saturating_sub(1) {
+                    let (s, e) = (
+                        model.token_offsets[id] as usize,
+                        model.token_offsets[id + 1] as usize,
+                    );
+                    for w in model.token_bytes[s..e].windows(2) {
+                        let bit = (w[0] as usize) << 8 | w[1] as usize;
+                        bits[bit >> 6] |= 1 << (bit & 63);
+                    }
+                }
+                CutRule::BytePairs(bits)
+            }
+            Some(spec) => {
+                let preset = ["gpt2", "gpt4", "cl100k", "o200k", "r50k"]
+                    .iter()
+                    .any(|name| pretokenize::preset_pattern(name) == Some(spec.pattern.as_str()));
+                if preset {
+                    CutRule::NewlineLetter
+                } else {
+                    CutRule::Never
+                }
+            }
+        };
+        Ok(Encoder {
+            model,
+            splitter,
+            specials,
+            special_start,
+            whole,
+            cut,
+            pool: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The model this encoder uses.
+    pub fn model(&self) -> &'m BpeModel {
+        self.model
+    }
+
+    /// Encodes one record, appending its ids to `out`.
+    pub fn encode(&self, text: &[u8], out: &mut Vec<u32>) {
+        let mut scratch = self.take_scratch();
+        self.encode_with(&mut scratch, text, out);
+        self.put_scratch(scratch);
+    }
+
+    /// Encodes one record as [`encode`](Self::encode) does, cutting it at safe places
+    /// and spreading the pieces over `threads` threads; the ids are the same.
+    pub fn encode_whole_parallel(&self, text: &[u8], threads: usize, out: &mut Vec<u32>) {
+        let result: std::result::Result<(), std::convert::Infallible> = self
+            .encode_whole_streaming(text, threads, &mut |ids| {
+                out.extend_from_slice(ids);
+                Ok(())
+            });
+        let Ok(()) = result;
+    }
+
+    /// Like [`encode_whole_parallel`](Self::encode_whole_parallel) but hands the ids to
+    /// `sink` in order, a few megabytes of text at a time, so memory stays bounded
+    /// whatever the size of `text`. Stops at the first error `sink` returns.
+    pub fn encode_whole_streaming<E>(
+        &self,
+        text: &[u8],
+        threads: usize,
+        sink: &mut dyn FnMut(&[u32]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let threads = threads.max(1);
+        let pieces = self.pieces(text);
+        if threads == 1 || pieces.len() < 2 {
+            let mut scratch = self.take_scratch();
+            let mut ids = Vec::new();
+            for piece in pieces {
+                ids.clear();
+                self.encode_piece(&mut scratch, text, &piece, &mut ids);
+                sink(&ids)?;
+            }
+            self.put_scratch(scratch);
+            return Ok(());
+        }
+        // Windows of a few pieces per thread: bounded memory, order kept by index.
+        let window = threads * 4;
+        for group in pieces.chunks(window) {
+            let mut results: Vec<Vec<u32>> = vec![Vec::new(); group.len()];
+            {
+                let work = Mutex::new(results.iter_mut().zip(group.iter()));
+                std::thread::scope(|scope| {
+                    for _ in 0..threads {
+                        scope.spawn(|| {
+                            let mut scratch = self.take_scratch();
+                            loop {
+                                let item = match work.lock() {
+                                    Ok(mut it) => it.next(),
+                                    Err(_) => None,
+                                };
+                                let Some((slot, piece)) = item else { break };
+                                self.encode_piece(&mut scratch, text, piece, slot);
+                            }
+                            self.put_scratch(scratch);
+                        });
+                    }
+                });
+            }
+            for ids in &results {
+                sink(ids)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn take_scratch(&self) -> Scratch {
+        match self.pool.lock() {
+            Ok(mut pool) => pool.pop().unwrap_or_default(),
+            Err(_) => Scratch::default(),
+        }
+    }
+
+    fn put_scratch(&self, scratch: Scratch) {
+        if let Ok(mut pool) = self.pool.lock() {
+            pool.push(scratch);
+        }
+    }
+
+    /// Encodes one record with the given working memory.
+    fn encode_with(&self, scratch: &mut Scratch, text: &[u8], out: &mut Vec<u32>) {
+        if self.specials.is_empty() {
+            self.encode_ordinary(scratch, text, out);
+            return;
+        }
+        let mut start = 0;
+        while let Some((at, len, id)) = self.find_special(text, start) {
+            self.encode_ordinary(scratch, &text[start..at], out);
+            out.push(id);
+            start = at + len;
+        }
+        self.encode_ordinary(scratch, &text[start..], out);
+    }
+
+    /// The leftmost allowed special token at or after `from`, longest at its position:
+    /// (position, length, id).
+    fn find_special(&self, text: &[u8], from: usize) -> Option<(usize, usize, u32)> {
+        let mut pos = from;
+        while pos < text.len() {
+            let rest = &text[pos..];
+            let offset = rest.iter().position(|&b| self.special_start[b as usize])?;
+            let at = pos + offset;
+            for (s, id) in &self.specials {
+                if text[at..].starts_with(s) {
+                    return Some((at, s.len(), *id));
+                }
+            }
+            pos = at + 1;
+        }
+        None
+    }
+
+    /// Encodes text that contains no allowed special token.
+    fn encode_ordinary(&self, scratch: &mut Scratch, text: &[u8], out: &mut Vec<u32>) {
+        if text.is_empty() {
+            return;
+        }
+        match &self.splitter {
+            Some(splitter) => splitter.split(text, &mut |chunk: &[u8]| {
+                self.encode_chunk(scratch, chunk, out);
+            }),
+            None => self.encode_sequence(scratch, text, out),
+        }
+    }
+
+    /// One chunk of a split model: single bytes and whole tokens directly, then the
+    /// cache, then BPE.
+    fn encode_chunk(&self, scratch: &mut Scratch, chunk: &[u8], out: &mut Vec<u32>) {
+        if chunk.len() == 1 {
+            out.push(self.model.base_id_of_byte[chunk[0] as usize]);
+            return;
+        }
+        if let Some(whole) = &self.whole {
+            if let Some(&id) = whole.get(chunk) {
+                out.push(id);
+                return;
+            }
+        }
+        if chunk.len() > CACHE_MAX_CHUNK {
+            self.bpe(scratch, chunk, out);
+            return;
+        }
+        if let Some(ids) = scratch.cache.get(chunk) {
+            out.extend_from_slice(ids);
+            return;
+        }
+        let start = out.len();
+        self.bpe(scratch, chunk, out);
+        if scratch.cache.len() >= CACHE_ENTRIES {
+            scratch.cache.clear();
+        }
+        scratch
+            .cache
+            .insert(chunk.into(), out[start..].to_vec().into_boxed_slice());
+    }
+
+    /// One whole sequence (no split pattern), with tiktoken's whole-token shortcut for
+    /// rank tables.
+    fn encode_sequence(&self, scratch: &mut Scratch, text: &[u8], out: &mut Vec<u32>) {
+        if let Some(whole) = &self.whole {
+            if let Some(&id) = whole.get(text) {
+                out.push(id);
+                return;
+            }
+        }
+        self.bpe(scratch, text, out);
+    }
+
+    #[inline]
+    fn pair(&self, a: u32, b: u32) -> u32 {
+        self.model.merge_ids.get(&(a, b)).copied().unwrap_or(NONE)
+    }
+
+    /// BPE over `bytes`: merge the lowest-id adjacent pair, leftmost first, until none
+    /// is left; appends the ids.
+    fn bpe(&self, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
+        match bytes.len() {
+            0 => {}
+            1 => out.push(self.model.base_id_of_byte[bytes[0] as usize]),
+            n if n < SHORT => self.bpe_scan(scratch, bytes, out),
+            _ => self.bpe_heap(scratch, bytes, out),
+        }
+    }
+
+    fn bpe_scan(&self, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
+        let base = &self.model.base_id_of_byte;
+        let ids = &mut scratch.ids;
+        let ranks = &mut scratch.ranks;
+        ids.clear();
+        ids.extend(bytes.iter().map(|&b| base[b as usize]));
+        ranks.clear();
+        ranks.extend(ids.windows(2).map(|w| self.pair(w[0], w[1])));
+        loop {
+            let mut best = NONE;
+            let mut at = 0;
+            for (i, &r) in ranks.iter().enumerate() {
+                if r < best {
+                    best = r;
+                    at = i;
+                }
+            }
+            if best == NONE {
+                break;
+            }
+            ids[at] = best;
+            ids.remove(at + 1);
+            ranks.remove(at);
+            if at > 0 {
+                ranks[at - 1] = self.pair(ids[at - 1], best);
+            }
+            if at < ranks.len() {
+                ranks[at] = self.pair(best, ids[at + 1]);
+            }
+        }
+        out.extend_from_slice(ids);
+    }
+
+    fn bpe_heap(&self, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
+        use std::cmp::Reverse;
+        let n = bytes.len();
+        let base = &self.model.base_id_of_byte;
+        let Scratch {
+            ids: tok,
+            ranks: rank,
+            next,
+            prev,
+            heap,
+            ..
+        } = scratch;
+        tok.clear();
+        tok.extend(bytes.iter().map(|&b| base[b as usize]));
+        next.clear();
+        next.extend((1..=n as u32).map(|i| if i as usize == n { NONE } else { i }));
+        prev.clear();
+        prev.extend((0..n as u32).map(|i| i.wrapping_sub(1)));
+        rank.clear();
+        rank.extend(tok.windows(2).map(|w| self.pair(w[0], w[1])));
+        rank.push(NONE);
+        heap.clear();
+        let entries: Vec<Reverse<u64>> = rank
+            .iter()
+            .enumerate()
+            .filter(|(_, &r)| r != NONE)
+            .map(|(i, &r)| Reverse(u64::from(r) << 32 | i as u64))
+            .collect();
+        *heap = BinaryHeap::from(entries);
+        while let Some(Reverse(key)) = heap.pop() {
+            let r = (key >> 32) as u32;
+            let i = key as u32 as usize;
+            // Stale entries: the pair at `i` changed (or `i` died) since the push. A
+            // pair's id never repeats at a position: its bytes only grow.
+            if rank[i] != r {
+                continue;
+            }
+            let j = next[i] as usize;
+            tok[i] = r;
+            let k = next[j];
+            next[i] = k;
+            rank[j] = NONE;
+            if k != NONE {
+                prev[k as usize] = i as u32;
+                let nr = self.pair(r, tok[k as usize]);
+                rank[i] = nr;
+                if nr != NONE {
+                    heap.push(Reverse(u64::from(nr) << 32 | i as u64));
+                }
+            } else {
+                rank[i] = NONE;
+            }
+            let p = prev[i];
+            if p != NONE {
+                let p = p as usize;
+                let nr = self.pair(tok[p], r);
+                rank[p] = nr;
+                if nr != NONE {
+                    heap.push(Reverse(u64::from(nr) << 32 | p as u64));
+                }
+            }
+        }
+        let mut i = 0u32;
+        while i != NONE {
+            out.push(tok[i as usize]);
+            i = next[i as usize];
+        }
+    }
+
+    /// Cuts a `--whole` text into pieces whose encodings concatenate to the text's:
+    /// allowed special tokens are pieces of their own, ordinary stretches are cut at
+    /// safe places about every [`PIECE`] bytes.
+    fn pieces(&self, text: &[u8]) -> Vec<Piece> {
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        let push_ordinary = |from: usize, to: usize, pieces: &mut Vec<Piece>| {
+            let mut s = from;
+            while to - s > PIECE + PIECE / 2 {
+                match self.safe_cut(&text[..to], s + PIECE) {
+                    Some(c) => {
+                        pieces.push(Piece::Text(s, c, true));
+                        s = c;
+                    }
+                    None => break,
+                }
+            }
+            if to > s {
+                pieces.push(Piece::Text(s, to, s > from));
+            }
+        };
+        if !self.specials.is_empty() {
+            while let Some((at, len, id)) = self.find_special(text, start) {
+                push_ordinary(start, at, &mut pieces);
+                pieces.push(Piece::Special(id));
+                start = at + len;
+            }
+        }
+        push_ordinary(start, text.len(), &mut pieces);
+        pieces
+    }
+
+    /// A position `c` in `target..` (searching a bounded distance) such that encoding
+    /// `text[..c]` and `text[c..]` separately gives the ids of `text` (with no special
+    /// token inside), or `None`.
+    fn safe_cut(&self, text: &[u8], target: usize) -> Option<usize> {
+        let end = text.len().min(target.saturating_add(CUT_SEARCH));
+        if target < 2 || target >= end {
+            return None;
+        }
+        match &self.cut {
+            CutRule::Never => None,
+            // No token contains the bytes on both sides, so no merge can ever join them:
+            // the two sides merge independently (and the whole text is no token).
+            CutRule::BytePairs(bits) => (target..end).find(|&c| {
+                let bit = (text[c - 1] as usize) << 8 | text[c] as usize;
+                bits[bit >> 6] & (1 << (bit & 63)) == 0
+            }),
+            // In every preset pattern a newline before a letter ends a chunk, and the
+            // chunk before it is matched alike whether or not the text goes on: the
+            // newline is either the tail of a punctuation chunk or a chunk of its own
+            // (the printable byte before it rules out longer whitespace runs, where
+            // `\s+(?!\S)` and `\s++$` could differ at the end of a text).
+            CutRule::NewlineLetter => {
+                let mut from = target - 1;
+                while from < end - 1 {
+                    let nl = from + memchr::memchr(b'\n', &text[from..end - 1])?;
+                    let c = nl + 1;
+                    if nl >= 1
+                        && (0x21..=0x7e).contains(&text[nl - 1])
+                        && text[c].is_ascii_alphabetic()
+                    {
+                        return Some(c);
+                    }
+                    from = c;
+                }
+                None
+            }
+        }
+    }
+
+    fn encode_piece(&self, scratch: &mut Scratch, text: &[u8], piece: &Piece, out: &mut Vec<u32>) {
+        match *piece {
+            Piece::Special(id) => out.push(id),
+            // A part of a segment must not take the whole-token shortcut meant for the
+            // segment (only `--split none` rank tables have it at this level).
+            Piece::Text(s, e, true) if self.splitter.is_none() => {
+                self.bpe(scratch, &text[s..e], out)
+            }
+            Piece::Text(s, e, _) => self.encode_ordinary(scratch, &text[s..e], out),
+        }
+    }
+}
+
+/// A unit of `--whole` work.
+enum Piece {
+    /// `text[start..end]`, and whether it is part of a longer ordinary stretch.
+    Text(usize, usize, bool),
+    Special(u32),
+}
+
+/// Encodes each record (in order) over `threads` threads; the result is what
+/// [`Encoder::encode`] gives for each record.
+pub fn encode_batch(enc: &Encoder, records: &[&[u8]], threads: usize) -> Vec<Vec<u32>> {
+    let mut results: Vec<Vec<u32>> = vec![Vec::new(); records.len()];
+    let threads = threads.max(1).min(records.len().max(1));
+    if threads == 1 {
+        let mut scratch = enc.take_scratch();
+        for (slot, record) in results.iter_mut().zip(records) {
+            enc.encode_with(&mut scratch, record, slot);
+        }
+        enc.put_scratch(scratch);
+        return results;
+    }
+    // Blocks of records handed out on demand keep both threads busy when record
+    // lengths vary.
+    let block = (records.len() / (threads * 8)).clamp(1, 256);
+    let work = Mutex::new(results.chunks_mut(block).zip(records.chunks(block)));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let mut scratch = enc.take_scratch();
+                loop {
+                    let item = match work.lock() {
+                        Ok(mut it) => it.next(),
+                        Err(_) => None,
+                    };
+                    let Some((slots, recs)) = item else { break };
+                    for (slot, record) in slots.iter_mut().zip(recs) {
+                        enc.encode_with(&mut scratch, record, slot);
+                    }
+                }
+                enc.put_scratch(scratch);
+            });
+        }
+    });
+    results
+}
+
+/// Convenience for callers that do not keep an [`Encoder`]: the ids of `text`.
+pub fn encode(model: &BpeModel, allowed: &AllowedSpecial, text: &[u8]) -> Result<Vec<u32>> {
+    let enc = Encoder::new(model, allowed)?;
+    let mut out = Vec::new();
+    enc.encode(text, &mut out);
+    Ok(out)
+}

@@ -10,6 +10,7 @@ pub mod input;
 pub mod model;
 pub mod ndjson;
 pub mod pretokenize;
+pub mod tiktoken;
 pub mod train;
 pub mod word;
 

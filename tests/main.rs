@@ -1,1 +1,4 @@
-//! Integration tests (stub).
+//! Integration tests: one binary, one module per area.
+
+mod encode_props;
+mod tiktoken_goldens;
