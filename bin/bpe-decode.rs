@@ -1,3 +1,65 @@
-//! bpe-decode: stub.
+//! bpe-decode: turns token ids (NDJSON records) back into text.
 #![deny(unsafe_code)]
-fn main() {}
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use toksuite::cli::{self, CommonArgs, Output};
+use toksuite::commands::{self, DecodeConfig};
+use toksuite::modelfile;
+
+const EXAMPLES: &str = "\
+Examples:
+  echo '[24912,2375]' | bpe-decode
+  echo 'some text' | bpe-encode -m merges.json | bpe-decode
+  bpe-encode --whole -m merges.json image.png | bpe-decode --whole > copy.png";
+
+/// Decode token ids (one NDJSON array per line) back into bytes.
+#[derive(Parser)]
+#[command(name = "bpe-decode", version, after_help = EXAMPLES)]
+struct Args {
+    /// Model: a model file, a tiktoken rank file, or a built-in name; default: the model
+    /// the stream's header names, else o200k_base
+    #[arg(short = 'm', long = "model", value_name = "MODEL")]
+    model: Option<String>,
+
+    /// Write each record's bytes only (default: each record followed by a newline)
+    #[arg(long)]
+    whole: bool,
+
+    /// Split pattern for a *.tiktoken rank file (accepted for symmetry with bpe-encode)
+    #[arg(long, value_name = "NAME|REGEX")]
+    split: Option<String>,
+
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    cli::run_main("bpe-decode", || {
+        let sources = toksuite::input::sources(&args.common.files)?;
+        let split = match &args.split {
+            Some(value) => commands::parse_split(value)?,
+            None => None,
+        };
+        let model = match &args.model {
+            Some(name) => Some(modelfile::load(name, split)?),
+            None => None,
+        };
+        let config = DecodeConfig {
+            model,
+            whole: args.whole,
+            no_mmap: args.common.no_mmap,
+        };
+        let mut out = Output::create(args.common.output.as_deref())?;
+        match commands::decode(config, &sources, &mut out) {
+            Ok(()) => out.finish(),
+            Err(e) => {
+                let _ = out.flush();
+                Err(e)
+            }
+        }
+    })
+}

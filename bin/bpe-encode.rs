@@ -1,3 +1,107 @@
-//! bpe-encode: stub.
+//! bpe-encode: turns text into token ids (NDJSON records) with a BPE or word model.
 #![deny(unsafe_code)]
-fn main() {}
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use toksuite::cli::{self, CommonArgs, Output};
+use toksuite::commands::{self, EncodeConfig};
+use toksuite::encode::AllowedSpecial;
+use toksuite::modelfile;
+
+const EXAMPLES: &str = "\
+Examples:
+  echo 'hello world' | bpe-encode
+  echo 'some text' | bpe-encode -m merges.json | bpe-decode
+  bpe-encode -m cl100k_base --count --whole book.txt
+  echo 'Life is short eat dessert first' | bpe-encode -m words.json | attn";
+
+/// Encode text into token ids: one NDJSON array per input line (or per input, --whole).
+#[derive(Parser)]
+#[command(name = "bpe-encode", version, after_help = EXAMPLES)]
+struct Args {
+    /// Model: a model file, a tiktoken rank file (*.tiktoken), or a built-in name
+    /// (o200k_base, cl100k_base, p50k_base, r50k_base)
+    #[arg(short = 'm', long = "model", value_name = "MODEL", default_value = modelfile::DEFAULT_MODEL)]
+    model: String,
+
+    /// The whole input is one record (default: each line is a record)
+    #[arg(long)]
+    whole: bool,
+
+    /// Write the number of tokens of each record instead of the ids (with --whole, one total)
+    #[arg(long)]
+    count: bool,
+
+    /// Leave out the header line that names the model
+    #[arg(long)]
+    no_header: bool,
+
+    /// Print records, tokens, bytes per token (and the unknown-word rate of word models)
+    /// to standard error at the end
+    #[arg(long)]
+    stats: bool,
+
+    /// Recognise special tokens in the text: all, or a comma-separated list (default: none,
+    /// special tokens are ordinary text)
+    #[arg(long, value_name = "all|TOKEN[,TOKEN]")]
+    allowed_special: Option<String>,
+
+    /// Split pattern for a *.tiktoken rank file: a preset name or a regex
+    #[arg(long, value_name = "NAME|REGEX")]
+    split: Option<String>,
+
+    /// Worker threads (0: all cores)
+    #[arg(short = 'j', long = "threads", value_name = "N", default_value_t = 0)]
+    threads: usize,
+
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    cli::run_main("bpe-encode", || {
+        let sources = toksuite::input::sources(&args.common.files)?;
+        let split = match &args.split {
+            Some(value) => commands::parse_split(value)?,
+            None => None,
+        };
+        if split.is_some() && !args.model.ends_with(".tiktoken") {
+            return Err(toksuite::Error::usage(
+                "--split applies only to *.tiktoken rank files (model files carry their pattern)",
+            ));
+        }
+        let model = modelfile::load(&args.model, split)?;
+        let allowed_special = match args.allowed_special.as_deref() {
+            None => AllowedSpecial::None,
+            Some("all") => AllowedSpecial::All,
+            Some(list) => AllowedSpecial::Some(list.split(',').map(str::to_string).collect()),
+        };
+        let config = EncodeConfig {
+            model,
+            whole: args.whole,
+            count: args.count,
+            header: !args.no_header,
+            allowed_special,
+            threads: cli::thread_count(args.threads),
+            no_mmap: args.common.no_mmap,
+        };
+        let mut out = Output::create(args.common.output.as_deref())?;
+        let result = commands::encode(&config, &sources, &mut out);
+        match result {
+            Ok(stats) => {
+                out.finish()?;
+                if args.stats {
+                    let _ = writeln!(std::io::stderr(), "bpe-encode: {}", stats.summary());
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let _ = out.flush();
+                Err(e)
+            }
+        }
+    })
+}

@@ -1,3 +1,110 @@
-//! bpe-train: stub.
+//! bpe-train: learns a BPE (or word) model from text and prints it as NDJSON.
 #![deny(unsafe_code)]
-fn main() {}
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use toksuite::cli::{self, CommonArgs, Output};
+use toksuite::commands::{self, ModelType, TrainConfig, TrainEvent};
+
+const EXAMPLES: &str = "\
+Examples:
+  cat corpus.txt | bpe-train --vocab-size 4096 > merges.json
+  bpe-train --split gpt4 --vocab-size 32768 -o merges.json corpus.txt
+  echo 'happily happiness unhappy' | bpe-train --vocab-size 259 --verbose > /dev/null
+  echo 'Life is short eat dessert first' | bpe-train --model-type word > words.json";
+
+/// Learn a byte-pair-encoding (or word) model from text; print it as NDJSON.
+#[derive(Parser)]
+#[command(name = "bpe-train", version, after_help = EXAMPLES)]
+struct Args {
+    /// Vocabulary size: 256 byte tokens plus the merges (BPE, default 512); for word
+    /// models the kept words plus [UNK] (default: every word)
+    #[arg(long, value_name = "N")]
+    vocab_size: Option<usize>,
+
+    /// Pre-split the text: none (the seed's whole-text BPE), gpt2, gpt4, cl100k, o200k,
+    /// r50k, p50k, or a regex; pairs never cross chunks
+    #[arg(long, value_name = "NAME|REGEX", default_value = "none")]
+    split: String,
+
+    /// Register a special token (repeatable); its id follows the last merge, and its
+    /// occurrences in the training text are cut out, not learned from
+    #[arg(long, value_name = "TOKEN")]
+    special: Vec<String>,
+
+    /// Model type: bpe, or word (the seed's word-based vocabulary)
+    #[arg(long, value_name = "TYPE", default_value = "bpe", value_parser = ["bpe", "word"])]
+    model_type: String,
+
+    /// Log each merge to standard error, in the seed's format
+    #[arg(long)]
+    verbose: bool,
+
+    /// Worker threads (0: all cores)
+    #[arg(short = 'j', long = "threads", value_name = "N", default_value_t = 0)]
+    threads: usize,
+
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    cli::run_main("bpe-train", || {
+        let sources = toksuite::input::sources(&args.common.files)?;
+        let model_type = if args.model_type == "word" {
+            ModelType::Word
+        } else {
+            ModelType::Bpe
+        };
+        let split = commands::parse_split(&args.split)?;
+        if model_type == ModelType::Word && (split.is_some() || !args.special.is_empty()) {
+            return Err(toksuite::Error::usage(
+                "--split and --special apply to BPE models only",
+            ));
+        }
+        let config = TrainConfig {
+            model_type,
+            vocab_size: args.vocab_size,
+            split,
+            specials: args.special.clone(),
+            threads: cli::thread_count(args.threads),
+            no_mmap: args.common.no_mmap,
+        };
+        let mut out = Output::create(args.common.output.as_deref())?;
+        let mut bar = None;
+        let mut stderr = std::io::stderr();
+        let result = commands::train(&config, &sources, &mut out, &mut |event| match event {
+            TrainEvent::Merged {
+                merge,
+                index,
+                total,
+                token,
+            } => {
+                if args.verbose {
+                    let line = commands::merge_log_line(merge, index, total, token);
+                    let _ = writeln!(stderr, "{line}");
+                }
+                let bar = bar.get_or_insert_with(|| {
+                    cli::progress_bar(args.common.quiet || args.verbose, total as u64, "merges")
+                });
+                if let Some(bar) = bar {
+                    bar.set_position(index as u64);
+                }
+            }
+            TrainEvent::Exhausted { learned, wanted } => {
+                let _ = writeln!(
+                    stderr,
+                    "bpe-train: stopped after {learned} of {wanted} merges: no pair left to merge"
+                );
+            }
+        });
+        if let Some(Some(bar)) = bar {
+            bar.finish_and_clear();
+        }
+        result?;
+        out.finish()
+    })
+}

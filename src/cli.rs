@@ -1,1 +1,153 @@
-//! cli (stub, being written).
+//! What every tool shares at its edge: the common flags, the one buffered (or atomic
+//! `-o`) output, the progress bar, and the top-level error handler that maps errors
+//! to `TOOL: error: WHERE: WHAT` and exit statuses 0/1/2.
+
+use std::fs;
+use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use crate::error::{Error, Result};
+
+/// Flags every tool takes, with the same meaning everywhere.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CommonArgs {
+    /// Input files; none, or `-`, reads standard input
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Write output to FILE atomically (a temporary file in the same folder, then rename)
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// No progress bar
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+
+    /// Read files normally instead of memory-mapping them
+    #[arg(long = "no-mmap")]
+    pub no_mmap: bool,
+}
+
+/// Runs a tool's body and turns its result into an exit status: 0 on success or on a
+/// closed output pipe, otherwise `TOOL: error: ...` on standard error and 1 or 2.
+pub fn run_main(tool: &str, body: impl FnOnce() -> Result<()>) -> ExitCode {
+    match body() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) if err.is_broken_pipe() => ExitCode::SUCCESS,
+        Err(err) => {
+            let _ = writeln!(io::stderr().lock(), "{tool}: error: {err}");
+            ExitCode::from(err.exit_code() as u8)
+        }
+    }
+}
+
+/// Where a tool's data goes: standard output through one `BufWriter`, or a temporary
+/// file beside `-o FILE` that `finish` renames into place. Dropping an unfinished
+/// `Output` removes the temporary file, so a failed run never leaves a partial FILE.
+pub struct Output {
+    writer: io::BufWriter<Box<dyn Write>>,
+    target: Option<(PathBuf, PathBuf)>,
+}
+
+impl Output {
+    /// Opens standard output, or a temporary file for `path`.
+    pub fn create(path: Option<&Path>) -> Result<Output> {
+        let capacity = 1 << 16;
+        match path {
+            None => Ok(Output {
+                writer: io::BufWriter::with_capacity(capacity, Box::new(io::stdout().lock())),
+                target: None,
+            }),
+            Some(path) => {
+                let display = path.display().to_string();
+                let dir = match path.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                    _ => PathBuf::from("."),
+                };
+                let name = path
+                    .file_name()
+                    .ok_or_else(|| Error::usage("-o needs a file name").in_file(&display))?;
+                let mut temp_name = std::ffi::OsString::from(".");
+                temp_name.push(name);
+                temp_name.push(format!(".tmp{}", std::process::id()));
+                let temp = dir.join(temp_name);
+                let file = fs::File::create(&temp)
+                    .map_err(|e| Error::io("cannot create output", e).in_file(&display))?;
+                Ok(Output {
+                    writer: io::BufWriter::with_capacity(capacity, Box::new(file)),
+                    target: Some((temp, path.to_path_buf())),
+                })
+            }
+        }
+    }
+
+    /// Flushes everything and, for `-o`, moves the finished file into place.
+    pub fn finish(mut self) -> Result<()> {
+        let name = self.display_name();
+        self.writer
+            .flush()
+            .map_err(|e| Error::io("write failed", e).in_file(&name))?;
+        if let Some((temp, path)) = self.target.take() {
+            if let Err(e) = fs::rename(&temp, &path) {
+                let _ = fs::remove_file(&temp);
+                return Err(Error::io("cannot rename output into place", e).in_file(&name));
+            }
+        }
+        Ok(())
+    }
+
+    fn display_name(&self) -> String {
+        match &self.target {
+            Some((_, path)) => path.display().to_string(),
+            None => "<stdout>".to_string(),
+        }
+    }
+}
+
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writer.write(buf)
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.writer.write_all(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        if let Some((temp, _)) = self.target.take() {
+            let _ = fs::remove_file(temp);
+        }
+    }
+}
+
+/// A progress bar on standard error, only when it is a terminal and not `--quiet`.
+pub fn progress_bar(quiet: bool, total: u64, what: &str) -> Option<indicatif::ProgressBar> {
+    if quiet || !io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(total);
+    let style = indicatif::ProgressStyle::with_template(
+        "{prefix} [{bar:40}] {pos}/{len} {per_sec} eta {eta}",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    bar.set_style(style);
+    bar.set_prefix(what.to_string());
+    Some(bar)
+}
+
+/// Number of worker threads for `-j N`: 0 means all cores.
+pub fn thread_count(requested: usize) -> usize {
+    if requested > 0 {
+        requested
+    } else {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    }
+}

@@ -22,8 +22,8 @@
 //! - Caches live in a pool inside the [`Encoder`], so it is `Sync` and each thread
 //!   borrows one for a batch; a cache is cleared when it reaches [`CACHE_ENTRIES`].
 //! - `--whole` input is cut only where the result cannot change: for `--split none`
-//!   between two bytes that no token contains side by side, for the preset patterns
-//!   between a newline and an ASCII letter (see [`Encoder::safe_cut`]).
+//!   between two bytes that no token contains side by side; with a split pattern where
+//!   the splitter says the chunks stay the same (`Splitter::find_safe_cut`).
 
 use std::collections::BinaryHeap;
 use std::sync::Mutex;
@@ -32,7 +32,7 @@ use ahash::AHashMap;
 
 use crate::error::{Error, Result};
 use crate::model::BpeModel;
-use crate::pretokenize::{self, Splitter};
+use crate::pretokenize::Splitter;
 
 /// Which special tokens are recognised in the text (tiktoken's `allowed_special`).
 /// Those not allowed are encoded as ordinary text.
@@ -73,14 +73,12 @@ struct Scratch {
 
 /// Where the encoder may cut a `--whole` text for parallel work.
 enum CutRule {
-    /// No safe cut is known (custom split pattern): encode in one piece.
-    Never,
     /// `--split none`: between bytes `x`, `y` when no token contains `x y`.
     /// Bit `x * 256 + y` is set when some token does.
     BytePairs(Box<[u64; 1024]>),
-    /// A preset split pattern: after `\n` preceded by a printable ASCII byte and
-    /// followed by an ASCII letter.
-    NewlineLetter,
+    /// A split pattern: where the splitter says cutting changes no chunk (the preset
+    /// patterns have such places; custom ones none).
+    Splitter,
 }
 
 /// Encodes text with one model. Cheap to share across threads (`Sync`).
@@ -170,16 +168,7 @@ impl<'m> Encoder<'m> {
                 }
                 CutRule::BytePairs(bits)
             }
-            Some(spec) => {
-                let preset = ["gpt2", "gpt4", "cl100k", "o200k", "r50k"]
-                    .iter()
-                    .any(|name| pretokenize::preset_pattern(name) == Some(spec.pattern.as_str()));
-                if preset {
-                    CutRule::NewlineLetter
-                } else {
-                    CutRule::Never
-                }
-            }
+            Some(_) => CutRule::Splitter,
         };
         Ok(Encoder {
             model,
@@ -528,32 +517,18 @@ impl<'m> Encoder<'m> {
             return None;
         }
         match &self.cut {
-            CutRule::Never => None,
             // No token contains the bytes on both sides, so no merge can ever join them:
             // the two sides merge independently (and the whole text is no token).
             CutRule::BytePairs(bits) => (target..end).find(|&c| {
                 let bit = (text[c - 1] as usize) << 8 | text[c] as usize;
                 bits[bit >> 6] & (1 << (bit & 63)) == 0
             }),
-            // In every preset pattern a newline before a letter ends a chunk, and the
-            // chunk before it is matched alike whether or not the text goes on: the
-            // newline is either the tail of a punctuation chunk or a chunk of its own
-            // (the printable byte before it rules out longer whitespace runs, where
-            // `\s+(?!\S)` and `\s++$` could differ at the end of a text).
-            CutRule::NewlineLetter => {
-                let mut from = target - 1;
-                while from < end - 1 {
-                    let nl = from + memchr::memchr(b'\n', &text[from..end - 1])?;
-                    let c = nl + 1;
-                    if nl >= 1
-                        && (0x21..=0x7e).contains(&text[nl - 1])
-                        && text[c].is_ascii_alphabetic()
-                    {
-                        return Some(c);
-                    }
-                    from = c;
-                }
-                None
+            CutRule::Splitter => {
+                let splitter = self.splitter.as_ref()?;
+                let piece = &text[..end];
+                splitter
+                    .find_safe_cut(piece, target)
+                    .filter(|&c| c > target - PIECE / 2 && c < piece.len())
             }
         }
     }

@@ -1,13 +1,17 @@
 //! toksuite: the library behind `bpe-train`, `bpe-encode`, `bpe-decode` and `attn`.
 //! All logic lives here; the binaries in `bin/` only parse flags and report.
 
+#![deny(unsafe_code)]
+
 pub mod attn;
 pub mod cli;
+pub mod commands;
 pub mod decode;
 pub mod encode;
 pub mod error;
 pub mod input;
 pub mod model;
+pub mod modelfile;
 pub mod ndjson;
 pub mod pretokenize;
 pub mod tiktoken;

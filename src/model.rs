@@ -99,6 +99,8 @@ pub struct WordModel {
 }
 
 /// Any model the tools read.
+// A run holds one or two models, so the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Model {
     Bpe(BpeModel),
@@ -111,6 +113,67 @@ impl Model {
         match self {
             Model::Bpe(m) => &m.source,
             Model::Word(m) => &m.source,
+        }
+    }
+}
+
+/// The model-file format version this build reads and writes.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// Builds the bytes of every id of a merge list over `base_id_of_byte`: returns
+/// `(token_bytes, token_offsets)` as `BpeModel` stores them.
+pub fn token_table(base_id_of_byte: &[u32; 256], merges: &[(u32, u32)]) -> (Vec<u8>, Vec<u32>) {
+    let mut byte_of_base = [0u8; 256];
+    for (byte, &id) in base_id_of_byte.iter().enumerate() {
+        byte_of_base[id as usize] = byte as u8;
+    }
+    let mut bytes: Vec<u8> = byte_of_base.to_vec();
+    let mut offsets: Vec<u32> = (0..=256).collect();
+    for &(a, b) in merges {
+        let (a0, a1) = (
+            offsets[a as usize] as usize,
+            offsets[a as usize + 1] as usize,
+        );
+        let (b0, b1) = (
+            offsets[b as usize] as usize,
+            offsets[b as usize + 1] as usize,
+        );
+        bytes.extend_from_within(a0..a1);
+        bytes.extend_from_within(b0..b1);
+        offsets.push(bytes.len() as u32);
+    }
+    (bytes, offsets)
+}
+
+/// The identity byte mapping of trained models.
+pub fn identity_bytes() -> [u32; 256] {
+    std::array::from_fn(|i| i as u32)
+}
+
+impl BpeModel {
+    /// A model from a merge list (ids 256.. in order), as `bpe-train` produces it.
+    pub fn from_merges(
+        source: ModelSource,
+        split: Option<SplitSpec>,
+        specials: Vec<SpecialToken>,
+        base_id_of_byte: [u32; 256],
+        merges: Vec<(u32, u32)>,
+    ) -> BpeModel {
+        let (token_bytes, token_offsets) = token_table(&base_id_of_byte, &merges);
+        let merge_ids = merges
+            .iter()
+            .enumerate()
+            .map(|(k, &pair)| (pair, 256 + k as u32))
+            .collect();
+        BpeModel {
+            source,
+            split,
+            specials,
+            base_id_of_byte,
+            merges,
+            merge_ids,
+            token_bytes,
+            token_offsets,
         }
     }
 }

@@ -1,4 +1,9 @@
-//! Integration tests: one binary, one module per area.
+//! The one integration-test binary: each module tests one tool or library area.
 
+mod cli_bpe;
+mod common;
 mod encode_props;
+mod pretokenize_props;
 mod tiktoken_goldens;
+mod train_props;
+mod word_props;

@@ -1,0 +1,407 @@
+//! Model files: the versioned NDJSON format `bpe-train` writes and every tool reads,
+//! and the resolution of `-m MODEL` (a built-in name, a `.tiktoken` rank file, or a
+//! model file).
+//!
+//! # Format, version 1 (a public API: readers reject what they do not know)
+//!
+//! Line 1 is a header object. For BPE:
+//!
+//! ```text
+//! {"kind":"bpe","version":1,"split":"gpt4","pattern":"<regex>","special_tokens":[{"text":"<|endoftext|>","id":512}]}
+//! ```
+//!
+//! - `kind`: `"bpe"` or `"word"` (word models: see `crate::word`).
+//! - `version`: 1.
+//! - `split`: `"none"` (the seed's whole-text BPE), a preset name (`gpt2`, `gpt4`,
+//!   `cl100k`, `o200k`, `r50k`, `p50k`) or `"custom"`; `pattern`: the exact regex
+//!   (`null` for `none`). The pattern is what applies; the name is informative.
+//! - `special_tokens` (optional, default none): text and id of each special token; ids
+//!   are at least 256 + the number of merges in the file, distinct, texts distinct.
+//! - `base_bytes` (optional): 256 distinct integers, `base_bytes[i]` being the byte that
+//!   base id `i` stands for; absent means id `i` is byte `i`.
+//!
+//! Every further line is one merge, in the order learned:
+//!
+//! ```text
+//! {"id":256,"pair":[104,97],"text":"ha","count":3}
+//! ```
+//!
+//! `id` is 256 on line 2 and consecutive after it; both `pair` members are ids defined
+//! before (`< id`); no pair appears twice. `text` (the token's bytes when they are UTF-8)
+//! or `hex` (lowercase hex of the bytes otherwise) and `count` (the pair's count when
+//! learned) are for people and are not used by readers. Any prefix of a model file
+//! (`head -n K`) is therefore a valid, smaller model.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::input::{self, Lines, Source};
+use crate::model::{self, BpeModel, Model, ModelSource, SpecialToken, SplitSpec, FORMAT_VERSION};
+
+/// The name of the default model of `bpe-encode` and `bpe-decode`.
+pub const DEFAULT_MODEL: &str = "o200k_base";
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(64);
+    for b in digest {
+        hex.push_str(&format!("{b:02x}"));
+    }
+    hex
+}
+
+/// Loads `-m MODEL`: a built-in name, a tiktoken rank file (`*.tiktoken`, split by
+/// `tiktoken_split`), or a model file.
+pub fn load(spec: &str, tiktoken_split: Option<SplitSpec>) -> Result<Model> {
+    if let Some(model) = crate::tiktoken::builtin(spec) {
+        return Ok(Model::Bpe(model));
+    }
+    let path = Path::new(spec);
+    let source = Source::file(path);
+    let data = input::read_source(&source, false)?;
+    let sha256 = sha256_hex(&data);
+    let model_source = ModelSource::File {
+        name: spec.to_string(),
+        sha256,
+    };
+    if spec.ends_with(".tiktoken") {
+        let model = crate::tiktoken::load_rank_file(&data, model_source, tiktoken_split, vec![])
+            .map_err(|e| e.in_file(spec))?;
+        return Ok(Model::Bpe(model));
+    }
+    parse(&data, model_source, spec)
+}
+
+fn header_error(file: &str, message: impl Into<String>) -> Error {
+    Error::data(message).at_line(file, 1)
+}
+
+/// Parses a model file's bytes.
+pub fn parse(bytes: &[u8], source: ModelSource, file: &str) -> Result<Model> {
+    let mut lines = Lines::new(bytes);
+    let first = lines
+        .next()
+        .ok_or_else(|| Error::data("empty model file (no header line)").in_file(file))?;
+    let header = match serde_json::from_slice::<Value>(first) {
+        Ok(Value::Object(map)) => map,
+        Ok(_) => return Err(header_error(file, "model header is not a JSON object")),
+        Err(e) => return Err(header_error(file, format!("malformed model header: {e}"))),
+    };
+    match header.get("version") {
+        Some(v) if v.as_u64() == Some(FORMAT_VERSION) => {}
+        Some(v) => {
+            return Err(header_error(
+                file,
+                format!(
+                "unsupported model format version {v} (this build reads version {FORMAT_VERSION})"
+            ),
+            ))
+        }
+        None => return Err(header_error(file, "model header has no \"version\"")),
+    }
+    let mut numbered = lines.enumerate().map(|(k, line)| (k as u64 + 2, line));
+    match header.get("kind").and_then(Value::as_str) {
+        Some("bpe") => parse_bpe(&header, &mut numbered, source, file).map(Model::Bpe),
+        Some("word") => {
+            crate::word::parse_model(&header, &mut numbered, source, file).map(Model::Word)
+        }
+        Some(other) => Err(header_error(
+            file,
+            format!("unknown model kind {other:?} (expected \"bpe\" or \"word\")"),
+        )),
+        None => Err(header_error(file, "model header has no \"kind\"")),
+    }
+}
+
+fn parse_bpe(
+    header: &Map<String, Value>,
+    lines: &mut dyn Iterator<Item = (u64, &[u8])>,
+    source: ModelSource,
+    file: &str,
+) -> Result<BpeModel> {
+    for key in header.keys() {
+        if !matches!(
+            key.as_str(),
+            "kind" | "version" | "split" | "pattern" | "special_tokens" | "base_bytes"
+        ) {
+            return Err(header_error(file, format!("unknown header field {key:?}")));
+        }
+    }
+    let split_name = match header.get("split") {
+        None => "none".to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(header_error(file, "\"split\" must be a string")),
+    };
+    let split = match (split_name.as_str(), header.get("pattern")) {
+        ("none", None | Some(Value::Null)) => None,
+        ("none", Some(_)) => {
+            return Err(header_error(
+                file,
+                "\"split\" is \"none\" but a \"pattern\" is given",
+            ))
+        }
+        (_, Some(Value::String(p))) => Some(SplitSpec {
+            name: split_name.clone(),
+            pattern: p.clone(),
+        }),
+        (_, _) => {
+            return Err(header_error(
+                file,
+                format!("split {split_name:?} needs a \"pattern\" string"),
+            ))
+        }
+    };
+    if let Some(spec) = &split {
+        crate::pretokenize::Splitter::new(spec)
+            .map_err(|e| header_error(file, e.message().to_string()))?;
+    }
+    let base_id_of_byte = match header.get("base_bytes") {
+        None | Some(Value::Null) => model::identity_bytes(),
+        Some(Value::Array(items)) if items.len() == 256 => {
+            let mut map = [u32::MAX; 256];
+            for (id, item) in items.iter().enumerate() {
+                let byte = item
+                    .as_u64()
+                    .filter(|&b| b < 256)
+                    .ok_or_else(|| header_error(file, "\"base_bytes\" entries must be 0..255"))?;
+                if map[byte as usize] != u32::MAX {
+                    return Err(header_error(
+                        file,
+                        format!("\"base_bytes\" names byte {byte} twice"),
+                    ));
+                }
+                map[byte as usize] = id as u32;
+            }
+            map
+        }
+        Some(_) => {
+            return Err(header_error(
+                file,
+                "\"base_bytes\" must be an array of 256 bytes",
+            ))
+        }
+    };
+    let specials = parse_specials(header.get("special_tokens"), file)?;
+
+    let mut merges: Vec<(u32, u32)> = Vec::new();
+    let mut seen: ahash::AHashSet<(u32, u32)> = ahash::AHashSet::new();
+    for (line_no, line) in lines {
+        let at = |m: String| Error::data(m).at_line(file, line_no);
+        let object = match serde_json::from_slice::<Value>(line) {
+            Ok(Value::Object(map)) => map,
+            Ok(_) => return Err(at("expected a merge object".to_string())),
+            Err(e) => return Err(at(format!("malformed merge line: {e}"))),
+        };
+        for key in object.keys() {
+            if !matches!(key.as_str(), "id" | "pair" | "text" | "hex" | "count") {
+                return Err(at(format!("unknown merge field {key:?}")));
+            }
+        }
+        let expected = 256 + merges.len() as u64;
+        match object.get("id").and_then(Value::as_u64) {
+            Some(id) if id == expected => {}
+            Some(id) => {
+                return Err(at(format!(
+                    "merge id {id} out of order (expected {expected}: ids are consecutive from 256)"
+                )))
+            }
+            None => return Err(at("merge has no integer \"id\"".to_string())),
+        }
+        let pair = match object.get("pair") {
+            Some(Value::Array(items)) if items.len() == 2 => {
+                match (items[0].as_u64(), items[1].as_u64()) {
+                    (Some(a), Some(b)) => (a, b),
+                    _ => return Err(at("\"pair\" must hold two integer ids".to_string())),
+                }
+            }
+            _ => return Err(at("merge has no \"pair\" of two ids".to_string())),
+        };
+        for member in [pair.0, pair.1] {
+            if member >= expected {
+                return Err(at(format!(
+                    "pair member {member} is not defined before merge {expected}"
+                )));
+            }
+        }
+        let pair = (pair.0 as u32, pair.1 as u32);
+        if !seen.insert(pair) {
+            return Err(at(format!("pair [{},{}] is merged twice", pair.0, pair.1)));
+        }
+        merges.push(pair);
+    }
+    let first_free = 256 + merges.len() as u32;
+    for special in &specials {
+        if special.id < first_free {
+            return Err(header_error(
+                file,
+                format!(
+                    "special token {:?} has id {}, which a merge already uses",
+                    special.text, special.id
+                ),
+            ));
+        }
+    }
+    Ok(BpeModel::from_merges(
+        source,
+        split,
+        specials,
+        base_id_of_byte,
+        merges,
+    ))
+}
+
+fn parse_specials(value: Option<&Value>, file: &str) -> Result<Vec<SpecialToken>> {
+    let items = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(header_error(file, "\"special_tokens\" must be an array")),
+    };
+    let mut specials: Vec<SpecialToken> = Vec::new();
+    for item in items {
+        let text = item.get("text").and_then(Value::as_str);
+        let id = item.get("id").and_then(Value::as_u64);
+        let (Some(text), Some(id)) = (text, id) else {
+            return Err(header_error(
+                file,
+                "each special token needs a \"text\" and an integer \"id\"",
+            ));
+        };
+        if text.is_empty() || id > u64::from(u32::MAX) {
+            return Err(header_error(
+                file,
+                "special tokens need non-empty text and an id below 2^32",
+            ));
+        }
+        if specials
+            .iter()
+            .any(|s| s.text == text || u64::from(s.id) == id)
+        {
+            return Err(header_error(
+                file,
+                format!("special token {text:?} or id {id} appears twice"),
+            ));
+        }
+        specials.push(SpecialToken {
+            text: text.to_string(),
+            id: id as u32,
+        });
+    }
+    Ok(specials)
+}
+
+/// Writes a BPE model file: header, then one line per merge with display fields.
+pub fn write_bpe(
+    w: &mut dyn Write,
+    split: Option<&SplitSpec>,
+    specials: &[SpecialToken],
+    merges: &[(u32, u32)],
+    counts: &[u64],
+) -> io::Result<()> {
+    let mut header = String::from("{\"kind\":\"bpe\",\"version\":1,\"split\":");
+    match split {
+        None => header.push_str("\"none\",\"pattern\":null"),
+        Some(spec) => {
+            header.push_str(&json_string(&spec.name));
+            header.push_str(",\"pattern\":");
+            header.push_str(&json_string(&spec.pattern));
+        }
+    }
+    if !specials.is_empty() {
+        header.push_str(",\"special_tokens\":[");
+        for (k, s) in specials.iter().enumerate() {
+            if k > 0 {
+                header.push(',');
+            }
+            header.push_str(&format!(
+                "{{\"text\":{},\"id\":{}}}",
+                json_string(&s.text),
+                s.id
+            ));
+        }
+        header.push(']');
+    }
+    header.push_str("}\n");
+    w.write_all(header.as_bytes())?;
+
+    let (bytes, offsets) = model::token_table(&model::identity_bytes(), merges);
+    let mut line = Vec::with_capacity(128);
+    for (k, &(a, b)) in merges.iter().enumerate() {
+        let id = 256 + k;
+        let token = &bytes[offsets[id] as usize..offsets[id + 1] as usize];
+        line.clear();
+        line.extend_from_slice(format!("{{\"id\":{id},\"pair\":[{a},{b}],").as_bytes());
+        match std::str::from_utf8(token) {
+            Ok(text) => {
+                line.extend_from_slice(b"\"text\":");
+                line.extend_from_slice(json_string(text).as_bytes());
+            }
+            Err(_) => {
+                line.extend_from_slice(b"\"hex\":\"");
+                for byte in token {
+                    line.extend_from_slice(format!("{byte:02x}").as_bytes());
+                }
+                line.push(b'"');
+            }
+        }
+        line.extend_from_slice(
+            format!(",\"count\":{}}}\n", counts.get(k).copied().unwrap_or(0)).as_bytes(),
+        );
+        w.write_all(&line)?;
+    }
+    Ok(())
+}
+
+fn json_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_else(|_| "\"\"".to_string())
+}
+
+/// The header line of an id stream for `model` (without newline).
+pub fn stream_header(source: &ModelSource) -> String {
+    match source {
+        ModelSource::Builtin(name) => format!("{{\"model\":{}}}", json_string(name)),
+        ModelSource::File { name, sha256 } => format!(
+            "{{\"model\":{},\"sha256\":{}}}",
+            json_string(name),
+            json_string(sha256)
+        ),
+    }
+}
+
+/// What an id-stream header names: a model name and, for files, its content hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamModel {
+    pub name: String,
+    pub sha256: Option<String>,
+}
+
+/// Reads an id-stream header object.
+pub fn parse_stream_header(
+    header: &Map<String, Value>,
+) -> std::result::Result<StreamModel, String> {
+    let name = header
+        .get("model")
+        .and_then(Value::as_str)
+        .ok_or("header has no \"model\" name")?
+        .to_string();
+    let sha256 = match header.get("sha256") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err("header \"sha256\" must be a string".to_string()),
+    };
+    Ok(StreamModel { name, sha256 })
+}
+
+/// True when `source` is the model a stream header names (same built-in, or same file
+/// content).
+pub fn same_model(source: &ModelSource, named: &StreamModel) -> bool {
+    match (source, &named.sha256) {
+        (ModelSource::Builtin(name), None) => *name == named.name,
+        (ModelSource::File { sha256, .. }, Some(hash)) => sha256 == hash,
+        _ => false,
+    }
+}
