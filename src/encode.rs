@@ -31,7 +31,7 @@ use std::sync::Mutex;
 use ahash::AHashMap;
 
 use crate::error::{Error, Result};
-use crate::model::BpeModel;
+use crate::model::{BpeModel, ModelSource};
 use crate::pretokenize::Splitter;
 
 /// Which special tokens are recognised in the text (tiktoken's `allowed_special`).
@@ -52,7 +52,7 @@ const SHORT: usize = 64;
 /// Chunks longer than this are not cached (they rarely repeat).
 const CACHE_MAX_CHUNK: usize = 128;
 /// A cache that reaches this many entries is cleared (bounds memory per thread).
-const CACHE_ENTRIES: usize = 1 << 17;
+const CACHE_ENTRIES: usize = 1 << 19;
 /// `--whole` input is cut into pieces of about this size for parallel work.
 const PIECE: usize = 1 << 20;
 /// How far past a target cut position we look for a safe cut.
@@ -63,12 +63,138 @@ const NONE: u32 = u32::MAX;
 /// Per-thread working memory: the chunk cache and reusable buffers.
 #[derive(Default)]
 struct Scratch {
-    cache: AHashMap<Box<[u8]>, Box<[u32]>>,
+    cache: ChunkCache,
     ids: Vec<u32>,
     ranks: Vec<u32>,
     next: Vec<u32>,
     prev: Vec<u32>,
     heap: BinaryHeap<std::cmp::Reverse<u64>>,
+    pairs: PairCache,
+}
+
+/// log2 of the pair cache's size (32K entries, 384 KB: fits in L2).
+const PAIR_CACHE_BITS: u32 = 15;
+
+/// A direct-mapped cache of pair -> merge id in front of the model's large table.
+struct PairCache {
+    keys: Vec<u64>,
+    ids: Vec<u32>,
+}
+
+impl Default for PairCache {
+    fn default() -> PairCache {
+        // No pair has key u64::MAX: ids stay below u32::MAX.
+        PairCache {
+            keys: vec![u64::MAX; 1 << PAIR_CACHE_BITS],
+            ids: vec![NONE; 1 << PAIR_CACHE_BITS],
+        }
+    }
+}
+
+/// Index of two adjacent bytes in [`Encoder::byte_pairs`].
+#[inline]
+fn byte_pair(w: &[u8]) -> usize {
+    (w[0] as usize) << 8 | w[1] as usize
+}
+
+/// Chunk bytes -> ids, open addressing over one arena: a slot holds the hash, so a
+/// probe touches the slot array and then one arena spot (the key followed by its ids),
+/// two cache misses at most; no allocation per entry. Cleared when full.
+struct ChunkCache {
+    /// `[hash, arena offset, key length | ids length << 16]`; length 0 is empty.
+    slots: Vec<[u32; 3]>,
+    len: usize,
+    /// Each entry: key bytes, then its ids as little-endian u32s.
+    arena: Vec<u8>,
+}
+
+impl Default for ChunkCache {
+    fn default() -> ChunkCache {
+        ChunkCache {
+            slots: vec![[0; 3]; 2 * CACHE_ENTRIES],
+            len: 0,
+            arena: Vec::new(),
+        }
+    }
+}
+
+impl ChunkCache {
+    /// Appends the ids cached for `key` to `out`; false if `key` is not cached.
+    #[inline]
+    fn get(&self, hash: u64, key: &[u8], out: &mut Vec<u32>) -> bool {
+        let mask = self.slots.len() - 1;
+        let tag = (hash >> 32) as u32;
+        let mut at = hash as usize & mask;
+        loop {
+            let [h, off, lens] = self.slots[at];
+            if lens == 0 {
+                return false;
+            }
+            if h == tag && (lens & 0xFFFF) as usize == key.len() {
+                let off = off as usize;
+                let end = off + key.len();
+                if &self.arena[off..end] == key {
+                    let n = (lens >> 16) as usize;
+                    out.extend(
+                        self.arena[end..end + 4 * n]
+                            .chunks_exact(4)
+                            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+                    );
+                    return true;
+                }
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// Caches `ids` for `key` (at most [`CACHE_MAX_CHUNK`] bytes, so both lengths fit
+    /// in 16 bits and are non-zero).
+    fn insert(&mut self, hash: u64, key: &[u8], ids: &[u32]) {
+        if self.len >= CACHE_ENTRIES || self.arena.len() > u32::MAX as usize / 2 {
+            self.slots.fill([0; 3]);
+            self.len = 0;
+            self.arena.clear();
+        }
+        let mask = self.slots.len() - 1;
+        let mut at = hash as usize & mask;
+        while self.slots[at][2] != 0 {
+            at = (at + 1) & mask;
+        }
+        let off = self.arena.len() as u32;
+        self.arena.extend_from_slice(key);
+        for id in ids {
+            self.arena.extend_from_slice(&id.to_le_bytes());
+        }
+        self.slots[at] = [
+            (hash >> 32) as u32,
+            off,
+            key.len() as u32 | (ids.len() as u32) << 16,
+        ];
+        self.len += 1;
+    }
+}
+
+/// A fast 64-bit hash of a short byte string (multiply-mix over 8-byte words).
+#[inline]
+fn hash_bytes(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = (bytes.len() as u64).wrapping_mul(K);
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        let mut buf = [0u8; 8];
+        buf.copy_from_slice(w);
+        h = (h ^ u64::from_le_bytes(buf)).wrapping_mul(K);
+        h ^= h >> 32;
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut buf = [0u8; 8];
+        buf[..rest.len()].copy_from_slice(rest);
+        h = (h ^ u64::from_le_bytes(buf)).wrapping_mul(K);
+    }
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h ^ (h >> 32)
 }
 
 /// Where the encoder may cut a `--whole` text for parallel work.
@@ -92,6 +218,9 @@ pub struct Encoder<'m> {
     /// Rank tables only: token bytes -> id (tiktoken emits a piece that is a token whole).
     whole: Option<AHashMap<&'m [u8], u32>>,
     cut: CutRule,
+    /// Merge id of every two base ids, by their bytes (`x << 8 | y`): the first round of
+    /// every BPE without touching the large table.
+    byte_pairs: Box<[u32]>,
     pool: Mutex<Vec<Scratch>>,
 }
 
@@ -139,7 +268,12 @@ impl<'m> Encoder<'m> {
             Some(spec) => Some(Splitter::new(spec)?),
             None => None,
         };
-        let rank_table = model.merges.is_empty();
+        // The built-in vocabularies need no whole-token map: BPE turns every one of
+        // their tokens into itself (tests/tiktoken_goldens.rs checks all of them), and
+        // the map would cost ~10 ms of start-up.
+        let builtin = matches!(model.source, ModelSource::Builtin(name)
+            if crate::tiktoken::BUILTINS.contains(&name));
+        let rank_table = model.merges.is_empty() && !builtin;
         let whole = rank_table.then(|| {
             let mut map = AHashMap::with_capacity(model.token_offsets.len());
             for id in 0..model.token_offsets.len().saturating_sub(1) {
@@ -170,8 +304,27 @@ impl<'m> Encoder<'m> {
             }
             Some(_) => CutRule::Splitter,
         };
+        // Every two-byte token is the merge of its two base ids (merges never repeat a
+        // pair, and rank tables list every split), so the token table gives them all.
+        let mut byte_pairs = vec![NONE; 1 << 16].into_boxed_slice();
+        for id in 0..model.token_offsets.len().saturating_sub(1) {
+            let (s, e) = (
+                model.token_offsets[id] as usize,
+                model.token_offsets[id + 1] as usize,
+            );
+            if e == s + 2 {
+                let pair = (
+                    model.base_id_of_byte[model.token_bytes[s] as usize],
+                    model.base_id_of_byte[model.token_bytes[s + 1] as usize],
+                );
+                if model.merge_ids.get(&pair) == Some(&(id as u32)) {
+                    byte_pairs[byte_pair(&model.token_bytes[s..e])] = id as u32;
+                }
+            }
+        }
         Ok(Encoder {
             model,
+            byte_pairs,
             splitter,
             specials,
             special_start,
@@ -315,35 +468,24 @@ impl<'m> Encoder<'m> {
         }
     }
 
-    /// One chunk of a split model: single bytes and whole tokens directly, then the
-    /// cache, then BPE.
+    /// One chunk of a split model: single bytes directly, then the cache, then (on a
+    /// miss) tiktoken's whole-token rule and BPE.
     fn encode_chunk(&self, scratch: &mut Scratch, chunk: &[u8], out: &mut Vec<u32>) {
         if chunk.len() == 1 {
             out.push(self.model.base_id_of_byte[chunk[0] as usize]);
             return;
         }
-        if let Some(whole) = &self.whole {
-            if let Some(&id) = whole.get(chunk) {
-                out.push(id);
-                return;
-            }
-        }
         if chunk.len() > CACHE_MAX_CHUNK {
-            self.bpe(scratch, chunk, out);
+            self.encode_sequence(scratch, chunk, out);
             return;
         }
-        if let Some(ids) = scratch.cache.get(chunk) {
-            out.extend_from_slice(ids);
+        let hash = hash_bytes(chunk);
+        if scratch.cache.get(hash, chunk, out) {
             return;
         }
         let start = out.len();
-        self.bpe(scratch, chunk, out);
-        if scratch.cache.len() >= CACHE_ENTRIES {
-            scratch.cache.clear();
-        }
-        scratch
-            .cache
-            .insert(chunk.into(), out[start..].to_vec().into_boxed_slice());
+        self.encode_sequence(scratch, chunk, out);
+        scratch.cache.insert(hash, chunk, &out[start..]);
     }
 
     /// One whole sequence (no split pattern), with tiktoken's whole-token shortcut for
@@ -358,9 +500,19 @@ impl<'m> Encoder<'m> {
         self.bpe(scratch, text, out);
     }
 
+    /// The merge id of `(a, b)`, or [`NONE`]: first the thread's small pair cache,
+    /// then the model's table (whose random accesses dominate BPE on cache misses).
     #[inline]
-    fn pair(&self, a: u32, b: u32) -> u32 {
-        self.model.merge_ids.get(&(a, b)).copied().unwrap_or(NONE)
+    fn pair(&self, cache: &mut PairCache, a: u32, b: u32) -> u32 {
+        let key = u64::from(a) << 32 | u64::from(b);
+        let slot = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - PAIR_CACHE_BITS)) as usize;
+        if cache.keys[slot] == key {
+            return cache.ids[slot];
+        }
+        let id = self.model.merge_ids.get(&(a, b)).copied().unwrap_or(NONE);
+        cache.keys[slot] = key;
+        cache.ids[slot] = id;
+        id
     }
 
     /// BPE over `bytes`: merge the lowest-id adjacent pair, leftmost first, until none
@@ -381,7 +533,8 @@ impl<'m> Encoder<'m> {
         ids.clear();
         ids.extend(bytes.iter().map(|&b| base[b as usize]));
         ranks.clear();
-        ranks.extend(ids.windows(2).map(|w| self.pair(w[0], w[1])));
+        ranks.extend(bytes.windows(2).map(|w| self.byte_pairs[byte_pair(w)]));
+        let pc = &mut scratch.pairs;
         loop {
             let mut best = NONE;
             let mut at = 0;
@@ -398,10 +551,10 @@ impl<'m> Encoder<'m> {
             ids.remove(at + 1);
             ranks.remove(at);
             if at > 0 {
-                ranks[at - 1] = self.pair(ids[at - 1], best);
+                ranks[at - 1] = self.pair(pc, ids[at - 1], best);
             }
             if at < ranks.len() {
-                ranks[at] = self.pair(best, ids[at + 1]);
+                ranks[at] = self.pair(pc, best, ids[at + 1]);
             }
         }
         out.extend_from_slice(ids);
@@ -417,6 +570,7 @@ impl<'m> Encoder<'m> {
             next,
             prev,
             heap,
+            pairs,
             ..
         } = scratch;
         tok.clear();
@@ -426,7 +580,7 @@ impl<'m> Encoder<'m> {
         prev.clear();
         prev.extend((0..n as u32).map(|i| i.wrapping_sub(1)));
         rank.clear();
-        rank.extend(tok.windows(2).map(|w| self.pair(w[0], w[1])));
+        rank.extend(bytes.windows(2).map(|w| self.byte_pairs[byte_pair(w)]));
         rank.push(NONE);
         heap.clear();
         let entries: Vec<Reverse<u64>> = rank
@@ -451,7 +605,7 @@ impl<'m> Encoder<'m> {
             rank[j] = NONE;
             if k != NONE {
                 prev[k as usize] = i as u32;
-                let nr = self.pair(r, tok[k as usize]);
+                let nr = self.pair(pairs, r, tok[k as usize]);
                 rank[i] = nr;
                 if nr != NONE {
                     heap.push(Reverse(u64::from(nr) << 32 | i as u64));
@@ -462,7 +616,7 @@ impl<'m> Encoder<'m> {
             let p = prev[i];
             if p != NONE {
                 let p = p as usize;
-                let nr = self.pair(tok[p], r);
+                let nr = self.pair(pairs, tok[p], r);
                 rank[p] = nr;
                 if nr != NONE {
                     heap.push(Reverse(u64::from(nr) << 32 | p as u64));

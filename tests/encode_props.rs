@@ -414,7 +414,10 @@ fn rank_tables_equal_naive_tiktoken() {
         } else {
             Some(split_spec("cl100k"))
         };
-        let source = ModelSource::Builtin("test");
+        let source = ModelSource::File {
+            name: "test.tiktoken".into(),
+            sha256: String::new(),
+        };
         let model = tiktoken::load_rank_file(&file, source, split, vec![]).unwrap();
         let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
         for _ in 0..6 {
