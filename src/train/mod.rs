@@ -33,18 +33,28 @@
 //!   the tie rule picks the leftmost pair of the sequence, which a cursor finds.
 //!
 //! # Performance notes
-//! Measured on the project machine (2-core x86-64 VM, heavily shared while measuring, so
-//! CPU seconds are quoted), 27.3 MB mixed text (Debian docs, English and localized man
-//! pages), `--split none` to vocab 32768: `gzip -6` 0.85-0.9 s.
-//! - Random access into the position array dominates; on this VM TLB misses cost more than
-//!   cache misses. Huge pages for that array (memmap2 anonymous map + `MADV_HUGEPAGE`) took
-//!   a full run from 10-14 s to ~6 s; record links in the slots (no hash map at all) and
-//!   touching the slot 16 list entries ahead in the merge loop (a load, since prefetch
-//!   intrinsics need `unsafe`) gave the rest.
-//! - Compacting occurrence lists eagerly (when dead > 2 x live) scanned 50 M entries for
-//!   27 M merged occurrences; compacting only at dead > 8 x live + 64 is cheaper in time
-//!   and costs ~30 MB.
-//! - Untracked count-1 pairs: most distinct pairs, no record, no list, no heap entry.
+//! Measured on the project machine (2-core x86-64 VM, shared with other jobs while
+//! measuring: wall times varied 2x, so CPU seconds are quoted), release build, on a 27.3 MB
+//! mixed text (Debian docs, English and localized man pages), `--split none` to vocab
+//! 32768; `gzip -6` on the same file: 0.85 s.
+//! - 23 M merged occurrences; random access into the position array dominates, and on this
+//!   VM TLB misses cost more than cache misses (random 4-byte reads over 108 MB: 70-90 ns
+//!   with 4 KB pages, 40 ns with huge pages). Huge pages for the slot array (memmap2's safe
+//!   anonymous map + `MADV_HUGEPAGE`) took a run from 10-14 s to ~6 s CPU.
+//! - Record links in the slots replace the pair -> record hash map (the link is in the
+//!   cache line the merge already reads); new pairs take their record at once so positions
+//!   are linked while hot. With touching the slot 16 list entries ahead in the merge loop
+//!   (a plain load: prefetch intrinsics need `unsafe`), a run is 5.0-7.4 CPU s depending
+//!   on the neighbours' load: about 6-9x gzip, not yet the 4x target.
+//! - Eager list compaction (dead > 2 x live) scanned 50 M entries; compacting only at
+//!   dead > 8 x live + 64 is cheaper in time and costs ~30 MB.
+//! - Peak memory 413 MB for 27.3 MB (15 bytes per input byte, including the input); 100 MB
+//!   of docs: 1.38 GB (13.8 bytes/byte), 24 CPU s.
+//! - The initial pair count runs on both cores (two shards, summed: deterministic). The
+//!   merge loop is sequential; splitting large passes over two threads (per-thread count
+//!   deltas, boundary occurrences settled in order) is the next step for speed.
+//! - taylorswift.txt to 512 merges: under 10 ms. `train_chunks` on the 141 k distinct
+//!   GPT-4 chunks (1.4 MB) of the 27 MB text to 32768: ~0.4 CPU s.
 
 mod engine;
 mod slots;
