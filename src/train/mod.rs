@@ -110,30 +110,34 @@ pub fn train_chunks<'a>(
     vocab_size: usize,
     on_merge: &mut dyn FnMut(&Merge),
 ) -> Vec<Merge> {
+    // Chunks of one byte never hold a pair, and merges never create one in them.
+    let kept: Vec<(&[u8], u64)> = chunks
+        .into_iter()
+        .filter(|&(c, w)| w > 0 && c.len() >= 2)
+        .collect();
     // Chunk bytes with a separator slot between chunks; the separator never pairs.
-    let mut tokens: Vec<u32> = Vec::new();
-    let mut weights: Vec<u64> = Vec::new();
-    for (chunk, w) in chunks {
-        // Chunks of one byte never hold a pair, and merges never create one in them.
-        if w == 0 || chunk.len() < 2 {
-            continue;
-        }
-        if !tokens.is_empty() {
-            tokens.push(SEP);
+    let len = kept
+        .iter()
+        .map(|(c, _)| c.len() + 1)
+        .sum::<usize>()
+        .saturating_sub(1);
+    assert!(
+        len <= MAX_TRAIN_LEN,
+        "training chunks longer than {MAX_TRAIN_LEN} bytes in all"
+    );
+    let mut slots = Slots::new(len);
+    let mut weights: Vec<u64> = Vec::with_capacity(len);
+    for (i, &(chunk, w)) in kept.iter().enumerate() {
+        if i > 0 {
+            slots.set_tok(weights.len() as u32, SEP);
             weights.push(0);
         }
-        assert!(
-            tokens.len() + chunk.len() <= MAX_TRAIN_LEN,
-            "training chunks longer than {MAX_TRAIN_LEN} bytes in all"
-        );
-        tokens.extend(chunk.iter().map(|&b| u32::from(b)));
-        weights.extend(std::iter::repeat_n(w, chunk.len()));
+        for &b in chunk {
+            slots.set_tok(weights.len() as u32, u32::from(b));
+            weights.push(w);
+        }
     }
-    let mut slots = Slots::new(tokens.len());
-    for (p, &t) in tokens.iter().enumerate() {
-        slots.set_tok(p as u32, t);
-    }
-    let n = tokens.len() as u32;
-    drop(tokens);
+    drop(kept);
+    let n = len as u32;
     Engine::new(slots, n, PerPos(weights)).run(vocab_size.saturating_sub(256), on_merge)
 }
