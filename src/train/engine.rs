@@ -1,0 +1,574 @@
+//! The incremental merge engine shared by both training modes (see the module doc of
+//! `train` for the data structures and why they are exact).
+
+use super::slots::Slots;
+use super::Merge;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Flag of a deleted slot's token.
+pub(super) const DEL: u32 = 1 << 31;
+/// Token of the separator slot between chunks; never part of a pair.
+pub(super) const SEP: u32 = DEL - 1;
+/// "No position / no record" marker.
+pub(super) const NONE: u32 = u32::MAX;
+/// How many list entries ahead the merge loop touches the token array.
+const PREFETCH: usize = 16;
+/// Per-merge cache slot not filled yet.
+const UNSET: u32 = u32::MAX - 1;
+
+/// The weight of the occurrence of a pair starting at a position.
+pub(super) trait Weights: Sync {
+    fn at(&self, p: u32) -> u64;
+}
+
+/// Every occurrence counts once (`--split none`).
+pub(super) struct Unit;
+impl Weights for Unit {
+    #[inline(always)]
+    fn at(&self, _p: u32) -> u64 {
+        1
+    }
+}
+
+/// Each position carries its chunk's occurrence count.
+pub(super) struct PerPos(pub(super) Vec<u64>);
+impl Weights for PerPos {
+    #[inline(always)]
+    fn at(&self, p: u32) -> u64 {
+        self.0[p as usize]
+    }
+}
+
+/// A tracked pair (weighted count >= 2). A free slot has `a == b == NONE`.
+struct Rec {
+    a: u32,
+    b: u32,
+    count: u64,
+    /// Live occurrences (== count without weights); decides when to compact `list`.
+    live: u32,
+    /// Entries before `head` are known dead.
+    head: u32,
+    touched: bool,
+    list: Vec<u32>,
+}
+
+/// A pair created during the current merge pass; its final count is known at the end.
+/// Its record slot is taken at once, so positions can link to it while they are hot.
+struct Local {
+    id: u32,
+    count: u64,
+    live: u32,
+    entries: u32,
+}
+
+pub(super) struct Engine<W: Weights> {
+    slots: Slots,
+    n: u32,
+    weights: W,
+    recs: Vec<Rec>,
+    free: Vec<u32>,
+    heap: BinaryHeap<(u64, Reverse<u32>, u32)>,
+    next_id: u32,
+    /// Leftmost position that may start a pair, for the all-counts-are-1 phase.
+    cursor: u32,
+    // Per-merge scratch: new pairs (x, c) by x and (c, y) by y; reset via `touched_*`.
+    left_new: Vec<u32>,
+    right_new: Vec<u32>,
+    touched_left: Vec<u32>,
+    touched_right: Vec<u32>,
+    touched_recs: Vec<u32>,
+    locals: Vec<Local>,
+    buf: Vec<(u32, u32)>,
+    lists: Vec<Vec<u32>>,
+}
+
+impl<W: Weights> Engine<W> {
+    /// An engine over `slots` (tokens filled in: bytes and [`SEP`]) of length `n`.
+    pub(super) fn new(slots: Slots, n: u32, weights: W) -> Engine<W> {
+        let mut e = Engine {
+            slots,
+            n,
+            weights,
+            recs: Vec::new(),
+            free: Vec::new(),
+            heap: BinaryHeap::new(),
+            next_id: 256,
+            cursor: 0,
+            left_new: vec![UNSET; 256],
+            right_new: vec![UNSET; 256],
+            touched_left: Vec::new(),
+            touched_right: Vec::new(),
+            touched_recs: Vec::new(),
+            locals: Vec::new(),
+            buf: Vec::new(),
+            lists: Vec::new(),
+        };
+        e.initial_count();
+        e
+    }
+
+    /// The live position after live position `p`, or `n`.
+    #[inline(always)]
+    fn next(&self, p: u32) -> u32 {
+        let q = p + 1;
+        if q >= self.n {
+            return self.n;
+        }
+        let t = self.slots.tok(q);
+        if t & DEL != 0 {
+            t & !DEL
+        } else {
+            q
+        }
+    }
+
+    /// The live position before live position `p`, or `NONE`.
+    #[inline(always)]
+    fn prev(&self, p: u32) -> u32 {
+        if p == 0 {
+            return NONE;
+        }
+        let q = p - 1;
+        let t = self.slots.tok(q);
+        if t & DEL != 0 {
+            let v = t & !DEL;
+            // A run of one deleted slot stores the position after it (== p).
+            if v < q {
+                v
+            } else {
+                q - 1
+            }
+        } else {
+            q
+        }
+    }
+
+    /// Whether `(a, b)` currently occurs at `p` (`p` may be a dead entry).
+    #[inline(always)]
+    fn occurs(&self, p: u32, a: u32, b: u32) -> bool {
+        if self.slots.tok(p) != a {
+            return false;
+        }
+        let q = self.next(p);
+        q < self.n && self.slots.tok(q) == b
+    }
+
+    /// Deletes live slot `r`, the right half of a merge at `p`; `s` is the live slot after
+    /// it. The deleted run becomes `p+1..s`; its two ends record `s` and `p`.
+    #[inline(always)]
+    fn delete(&mut self, p: u32, r: u32, s: u32) {
+        // `r` may end up inside the run, where nothing else would overwrite its token, and
+        // a stale token there would make a dead list entry look live.
+        self.slots.set_tok(r, DEL);
+        let g0 = p + 1;
+        let g1 = s - 1;
+        self.slots.set_tok(g0, DEL | s);
+        if g1 != g0 {
+            self.slots.set_tok(g1, DEL | p);
+        }
+    }
+
+    fn alloc_rec(&mut self, rec: Rec) -> u32 {
+        if let Some(id) = self.free.pop() {
+            self.recs[id as usize] = rec;
+            id
+        } else {
+            self.recs.push(rec);
+            (self.recs.len() - 1) as u32
+        }
+    }
+
+    fn release_rec(&mut self, id: u32) {
+        let r = &mut self.recs[id as usize];
+        r.a = NONE;
+        r.b = NONE;
+        r.count = 0;
+        r.live = 0;
+        r.list = Vec::new();
+        self.free.push(id);
+    }
+
+    /// Advances the record's head to its first live entry and returns that position.
+    fn first_live(&mut self, id: u32) -> u32 {
+        let r = &self.recs[id as usize];
+        let (a, b) = (r.a, r.b);
+        let mut h = r.head as usize;
+        let len = r.list.len();
+        while h < len && !self.occurs(self.recs[id as usize].list[h], a, b) {
+            h += 1;
+        }
+        let r = &mut self.recs[id as usize];
+        r.head = h as u32;
+        if h < len {
+            r.list[h]
+        } else {
+            NONE
+        }
+    }
+
+    /// Counts all byte pairs once (both cores) and builds the tracked records.
+    fn initial_count(&mut self) {
+        let n = self.n as usize;
+        if n < 2 {
+            return;
+        }
+        let (counts, lives) = self.count_byte_pairs();
+        let mut rec_of = vec![NONE; 1 << 16];
+        for k in 0..(1usize << 16) {
+            if counts[k] >= 2 {
+                rec_of[k] = self.alloc_rec(Rec {
+                    a: (k >> 8) as u32,
+                    b: (k & 255) as u32,
+                    count: counts[k],
+                    live: lives[k],
+                    head: 0,
+                    touched: false,
+                    list: Vec::with_capacity(lives[k] as usize),
+                });
+            }
+        }
+        let mut x = self.slots.tok(0);
+        for p in 0..n as u32 - 1 {
+            let y = self.slots.tok(p + 1);
+            let id = if x < 256 && y < 256 {
+                rec_of[((x << 8) | y) as usize]
+            } else {
+                NONE
+            };
+            self.slots.set_rec(p, id);
+            if id != NONE {
+                self.recs[id as usize].list.push(p);
+            }
+            x = y;
+        }
+        self.slots.set_rec(n as u32 - 1, NONE);
+        let entries: Vec<_> = self
+            .recs
+            .iter()
+            .enumerate()
+            .map(|(id, r)| (r.count, Reverse(r.list[0]), id as u32))
+            .collect();
+        self.heap = BinaryHeap::from(entries);
+    }
+
+    /// Weighted counts and occurrence counts of every byte pair; two shards on two cores.
+    fn count_byte_pairs(&self) -> (Vec<u64>, Vec<u32>) {
+        let n = self.n as usize;
+        let count_range = |lo: usize, hi: usize| {
+            let mut counts = vec![0u64; 1 << 16];
+            let mut lives = vec![0u32; 1 << 16];
+            for p in lo..hi {
+                let (x, y) = (self.slots.tok(p as u32), self.slots.tok(p as u32 + 1));
+                if x < 256 && y < 256 {
+                    let k = ((x << 8) | y) as usize;
+                    counts[k] += self.weights.at(p as u32);
+                    lives[k] += 1;
+                }
+            }
+            (counts, lives)
+        };
+        if n < 1 << 20 {
+            return count_range(0, n - 1);
+        }
+        // Each shard counts the pairs starting in it; sums do not depend on the split.
+        let mid = (n - 1) / 2;
+        let ((mut c0, mut l0), (c1, l1)) = std::thread::scope(|s| {
+            let h = s.spawn(|| count_range(mid, n - 1));
+            let first = count_range(0, mid);
+            (first, h.join().unwrap_or_else(|_| count_range(mid, n - 1)))
+        });
+        for k in 0..(1usize << 16) {
+            c0[k] += c1[k];
+            l0[k] += l1[k];
+        }
+        (c0, l0)
+    }
+
+    /// Learns up to `num_merges` merges, calling `on_merge` after each.
+    pub(super) fn run(mut self, num_merges: usize, on_merge: &mut dyn FnMut(&Merge)) -> Vec<Merge> {
+        let mut merges = Vec::with_capacity(num_merges.min(self.n as usize));
+        while merges.len() < num_merges {
+            let m = match self.pick() {
+                Some(id) => self.merge_tracked(id),
+                None => match self.merge_leftmost() {
+                    Some(m) => m,
+                    None => break,
+                },
+            };
+            on_merge(&m);
+            merges.push(m);
+        }
+        merges
+    }
+
+    /// Pops the heap until its top is current; that record is the pair to merge.
+    fn pick(&mut self) -> Option<u32> {
+        while let Some((count, Reverse(pos), id)) = self.heap.pop() {
+            let cur = self.recs[id as usize].count;
+            if cur < 2 {
+                continue; // released slot
+            }
+            let first = self.first_live(id);
+            if first == NONE {
+                continue; // impossible for a count >= 2; never loop on it
+            }
+            if cur == count && first == pos {
+                return Some(id);
+            }
+            self.heap.push((cur, Reverse(first), id));
+        }
+        None
+    }
+
+    fn grow_caches(&mut self) {
+        let size = self.next_id as usize + 1;
+        self.left_new.resize(size, UNSET);
+        self.right_new.resize(size, UNSET);
+    }
+
+    /// Subtracts one occurrence of weight `w` from record `id` if it is `(a, b)`'s record
+    /// (the position's record link may be stale: then the pair is untracked).
+    #[inline(always)]
+    fn dec_old(&mut self, id: u32, a: u32, b: u32, w: u64) {
+        if id == NONE {
+            return;
+        }
+        let r = &mut self.recs[id as usize];
+        if r.a != a || r.b != b {
+            return;
+        }
+        r.count -= w;
+        r.live -= 1;
+        if !r.touched {
+            r.touched = true;
+            self.touched_recs.push(id);
+        }
+    }
+
+    /// Adds an occurrence at `pos` of the new pair `(a, b)`, found by `slot` in the left
+    /// (`(x, c)` by x) or right (`(c, y)` by y) cache.
+    #[inline(always)]
+    fn add_new(&mut self, left_side: bool, slot: u32, a: u32, b: u32, pos: u32, w: u64) {
+        let cache = if left_side {
+            &mut self.left_new
+        } else {
+            &mut self.right_new
+        };
+        let mut lid = cache[slot as usize];
+        if lid == UNSET {
+            lid = self.locals.len() as u32;
+            cache[slot as usize] = lid;
+            if left_side {
+                self.touched_left.push(slot);
+            } else {
+                self.touched_right.push(slot);
+            }
+            let id = self.alloc_rec(Rec {
+                a,
+                b,
+                count: 0,
+                live: 0,
+                head: 0,
+                touched: false,
+                list: Vec::new(),
+            });
+            self.locals.push(Local {
+                id,
+                count: 0,
+                live: 0,
+                entries: 0,
+            });
+        }
+        let l = &mut self.locals[lid as usize];
+        l.count += w;
+        l.live += 1;
+        l.entries += 1;
+        let id = l.id;
+        self.buf.push((lid, pos));
+        self.slots.set_rec(pos, id);
+    }
+
+    /// Merges every occurrence of a tracked pair, left to right, updating neighbours.
+    fn merge_tracked(&mut self, id: u32) -> Merge {
+        let (a, b, count) = {
+            let r = &self.recs[id as usize];
+            (r.a, r.b, r.count)
+        };
+        let c = self.next_id;
+        self.next_id += 1;
+        self.grow_caches();
+        let list = std::mem::take(&mut self.recs[id as usize].list);
+        let head = self.recs[id as usize].head as usize;
+        let n = self.n;
+        let list = &list[head..];
+        let mut sink = 0u32;
+        for (i, &p) in list.iter().enumerate() {
+            // Touch the slot a few entries ahead: its miss overlaps with this entry's work
+            // instead of stalling behind a branch that depends on it.
+            if let Some(&ahead) = list.get(i + PREFETCH) {
+                sink = sink.wrapping_add(self.slots.tok(ahead));
+            }
+            if self.slots.tok(p) != a {
+                continue;
+            }
+            let r = self.next(p);
+            if r >= n {
+                continue;
+            }
+            let (tr, rec_r) = self.slots.get(r);
+            if tr != b {
+                continue;
+            }
+            let w = self.weights.at(p);
+            let s = self.next(r);
+            let l = self.prev(p);
+            if l != NONE {
+                let (x, rec_l) = self.slots.get(l);
+                if x != SEP {
+                    if x == c {
+                        // (c, a) was created by the previous occurrence in this pass.
+                        let lid = self.right_new[a as usize];
+                        let loc = &mut self.locals[lid as usize];
+                        loc.count -= w;
+                        loc.live -= 1;
+                    } else if rec_l != id {
+                        self.dec_old(rec_l, x, a, w);
+                    }
+                    self.add_new(true, x, x, c, l, w);
+                }
+            }
+            if s < n {
+                let y = self.slots.tok(s);
+                if y != SEP {
+                    if rec_r != id {
+                        self.dec_old(rec_r, b, y, w);
+                    }
+                    self.add_new(false, y, c, y, p, w);
+                }
+            }
+            self.slots.set_tok(p, c);
+            self.delete(p, r, s);
+        }
+        std::hint::black_box(sink);
+        self.release_rec(id);
+        self.finish_pass();
+        Merge {
+            pair: (a, b),
+            id: c,
+            count,
+        }
+    }
+
+    /// Settles the records a pass touched and turns its new pairs into records.
+    fn finish_pass(&mut self) {
+        for i in 0..self.touched_recs.len() {
+            let id = self.touched_recs[i];
+            let r = &mut self.recs[id as usize];
+            r.touched = false;
+            if r.count < 2 {
+                self.release_rec(id);
+            } else if r.list.len() - r.head as usize > 8 * r.live as usize + 64 {
+                self.compact(id);
+            }
+        }
+        self.touched_recs.clear();
+
+        self.lists.clear();
+        for i in 0..self.locals.len() {
+            let l = &self.locals[i];
+            if l.count >= 2 {
+                self.lists.push(Vec::with_capacity(l.entries as usize));
+            } else {
+                self.lists.push(Vec::new());
+                self.release_rec(l.id);
+            }
+        }
+        for &(lid, pos) in &self.buf {
+            if self.locals[lid as usize].count >= 2 {
+                self.lists[lid as usize].push(pos);
+            }
+        }
+        for i in 0..self.locals.len() {
+            let l = &self.locals[i];
+            if l.count >= 2 {
+                let list = std::mem::take(&mut self.lists[i]);
+                // The first entry may be dead (a transient (c, a)); an earlier position
+                // only makes the key an upper bound, which `pick` corrects lazily.
+                self.heap.push((l.count, Reverse(list[0]), l.id));
+                let r = &mut self.recs[l.id as usize];
+                r.count = l.count;
+                r.live = l.live;
+                r.list = list;
+            }
+        }
+        self.locals.clear();
+        self.buf.clear();
+        for &x in &self.touched_left {
+            self.left_new[x as usize] = UNSET;
+        }
+        for &y in &self.touched_right {
+            self.right_new[y as usize] = UNSET;
+        }
+        self.touched_left.clear();
+        self.touched_right.clear();
+    }
+
+    /// Drops the dead entries of a record's list.
+    fn compact(&mut self, id: u32) {
+        let mut list = std::mem::take(&mut self.recs[id as usize].list);
+        let (a, b, head) = {
+            let r = &self.recs[id as usize];
+            (r.a, r.b, r.head as usize)
+        };
+        let mut w = 0;
+        for i in head..list.len() {
+            let p = list[i];
+            if self.occurs(p, a, b) {
+                list[w] = p;
+                w += 1;
+            }
+        }
+        list.truncate(w);
+        list.shrink_to_fit();
+        let r = &mut self.recs[id as usize];
+        r.list = list;
+        r.head = 0;
+    }
+
+    /// Merges the leftmost pair of the sequence; used once every pair has count 1 (then no
+    /// pair is tracked, and every pair a merge creates has count 1 too).
+    fn merge_leftmost(&mut self) -> Option<Merge> {
+        let n = self.n;
+        let mut p = self.cursor;
+        loop {
+            if p >= n {
+                self.cursor = p;
+                return None;
+            }
+            if self.slots.tok(p) == SEP {
+                p += 1;
+                continue;
+            }
+            let r = self.next(p);
+            if r < n && self.slots.tok(r) != SEP {
+                break;
+            }
+            p = r;
+        }
+        self.cursor = p;
+        let r = self.next(p);
+        let s = self.next(r);
+        let (a, b) = (self.slots.tok(p), self.slots.tok(r));
+        let c = self.next_id;
+        self.next_id += 1;
+        let count = self.weights.at(p);
+        self.slots.set_tok(p, c);
+        self.delete(p, r, s);
+        Some(Merge {
+            pair: (a, b),
+            id: c,
+            count,
+        })
+    }
+}

@@ -1,0 +1,96 @@
+//! The trainer's per-position array: each position's token and the record of the pair
+//! starting there, 8 bytes per position, in huge pages where the kernel allows.
+
+use memmap2::{Advice, MmapMut, MmapOptions};
+
+/// Below this many bytes the array lives on the heap: a map's system calls would cost more
+/// than the page-table walks they save.
+const MAP_MIN_BYTES: usize = 8 << 20;
+
+enum Mem {
+    Map(MmapMut),
+    Heap(Vec<u8>),
+}
+
+/// `len` slots of (token: u32, record: u32), zero-initialised.
+///
+/// Random access into this array is the trainer's bottleneck. Anonymous memory advised as
+/// huge pages (transparent huge pages are `madvise`-only on the project machine) halves the
+/// cost of a random access on a 100 MB array (40 ns versus 70-90 ns measured), because
+/// TLB misses, not cache misses, dominate on a virtual machine. The memory map is
+/// memmap2's safe anonymous map; on any failure the array falls back to the heap.
+pub(super) struct Slots {
+    mem: Mem,
+}
+
+impl Slots {
+    pub(super) fn new(len: usize) -> Slots {
+        let bytes = len * 8;
+        if bytes >= MAP_MIN_BYTES {
+            if let Ok(map) = MmapOptions::new().len(bytes).map_anon() {
+                // Advice is a hint; without it the map still works.
+                let _ = map.advise(Advice::HugePage);
+                return Slots { mem: Mem::Map(map) };
+            }
+        }
+        Slots {
+            mem: Mem::Heap(vec![0; bytes]),
+        }
+    }
+
+    #[inline(always)]
+    fn bytes(&self) -> &[u8] {
+        match &self.mem {
+            Mem::Map(m) => m,
+            Mem::Heap(v) => v,
+        }
+    }
+
+    #[inline(always)]
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match &mut self.mem {
+            Mem::Map(m) => m,
+            Mem::Heap(v) => v,
+        }
+    }
+
+    #[inline(always)]
+    fn read(&self, i: usize) -> u32 {
+        let b = self.bytes();
+        u32::from_ne_bytes(b[i..i + 4].try_into().unwrap_or([0; 4]))
+    }
+
+    #[inline(always)]
+    fn write(&mut self, i: usize, v: u32) {
+        self.bytes_mut()[i..i + 4].copy_from_slice(&v.to_ne_bytes());
+    }
+
+    /// The token at position `p`.
+    #[inline(always)]
+    pub(super) fn tok(&self, p: u32) -> u32 {
+        self.read(p as usize * 8)
+    }
+
+    /// The token at `p` and the record of the pair that started at `p` when last set.
+    #[inline(always)]
+    pub(super) fn get(&self, p: u32) -> (u32, u32) {
+        let i = p as usize * 8;
+        let b = self.bytes();
+        let v = u64::from_ne_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        if cfg!(target_endian = "little") {
+            (v as u32, (v >> 32) as u32)
+        } else {
+            ((v >> 32) as u32, v as u32)
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn set_tok(&mut self, p: u32, t: u32) {
+        self.write(p as usize * 8, t);
+    }
+
+    #[inline(always)]
+    pub(super) fn set_rec(&mut self, p: u32, r: u32) {
+        self.write(p as usize * 8 + 4, r);
+    }
+}
