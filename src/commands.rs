@@ -184,6 +184,7 @@ pub fn train(
         None => {
             // The seed's algorithm needs the whole sequence in memory.
             let text = input::read_all(sources, config.no_mmap)?;
+            check_train_len(text.len())?;
             match cut_specials(&text, &config.specials)[..] {
                 [] => Vec::new(),
                 [only] => train::train_bytes(only, vocab_size, &mut on_merge),
@@ -197,6 +198,7 @@ pub fn train(
         Some(spec) => {
             let splitter = Splitter::new(spec)?;
             let counts = count_training_chunks(config, sources, &splitter)?;
+            check_train_len(counts.iter().map(|(c, _)| c.len() + 1).sum())?;
             train::train_chunks(counts.iter(), vocab_size, &mut on_merge)
         }
     };
@@ -219,6 +221,18 @@ pub fn train(
     let pairs: Vec<(u32, u32)> = merges.iter().map(|m| m.pair).collect();
     let counts: Vec<u64> = merges.iter().map(|m| m.count).collect();
     modelfile::write_bpe(out, config.split.as_ref(), &specials, &pairs, &counts).map_err(write_err)
+}
+
+/// The trainer keeps positions in 31 bits: longer input is refused, not truncated.
+fn check_train_len(len: usize) -> Result<()> {
+    if len > train::MAX_TRAIN_LEN {
+        return Err(Error::data(format!(
+            "training input of {len} bytes is over the limit of {} bytes (for a split model: \
+             distinct chunks, one byte more each)",
+            train::MAX_TRAIN_LEN
+        )));
+    }
+    Ok(())
 }
 
 /// Distinct chunks of the training text in first-appearance order with their counts.
