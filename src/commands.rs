@@ -11,7 +11,7 @@ use crate::input::{self, Source};
 use crate::model::{Model, SpecialToken, SplitSpec};
 use crate::modelfile::{self, StreamModel};
 use crate::ndjson;
-use crate::pretokenize::{self, Splitter};
+use crate::pretokenize::{self, ChunkCounter, ChunkCounts, Splitter};
 use crate::train::{self, Merge};
 
 fn write_err(e: std::io::Error) -> Error {
@@ -164,8 +164,6 @@ pub fn train(
         )));
     }
     let wanted = vocab_size - 256;
-    let text = input::read_all(sources, config.no_mmap)?;
-    let pieces = cut_specials(&text, &config.specials);
 
     let mut vocab: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     let mut learned = 0;
@@ -183,16 +181,23 @@ pub fn train(
         vocab.push(token);
     };
     let merges = match &config.split {
-        None if pieces.len() == 1 => train::train_bytes(pieces[0], vocab_size, &mut on_merge),
-        None => train::train_chunks(pieces.iter().map(|p| (*p, 1u64)), vocab_size, &mut on_merge),
+        None => {
+            // The seed's algorithm needs the whole sequence in memory.
+            let text = input::read_all(sources, config.no_mmap)?;
+            match cut_specials(&text, &config.specials)[..] {
+                [] => Vec::new(),
+                [only] => train::train_bytes(only, vocab_size, &mut on_merge),
+                ref pieces => train::train_chunks(
+                    pieces.iter().map(|p| (*p, 1u64)),
+                    vocab_size,
+                    &mut on_merge,
+                ),
+            }
+        }
         Some(spec) => {
             let splitter = Splitter::new(spec)?;
-            let counts = count_chunks(&pieces, &splitter);
-            train::train_chunks(
-                counts.iter().map(|(c, n)| (*c, *n)),
-                vocab_size,
-                &mut on_merge,
-            )
+            let counts = count_training_chunks(config, sources, &splitter)?;
+            train::train_chunks(counts.iter(), vocab_size, &mut on_merge)
         }
     };
     if merges.len() < wanted {
@@ -216,20 +221,34 @@ pub fn train(
     modelfile::write_bpe(out, config.split.as_ref(), &specials, &pairs, &counts).map_err(write_err)
 }
 
-/// Distinct chunks of `pieces` in first-appearance order with their counts.
-fn count_chunks<'t>(pieces: &[&'t [u8]], splitter: &Splitter) -> Vec<(&'t [u8], u64)> {
-    let mut index: ahash::AHashMap<&'t [u8], usize> = ahash::AHashMap::new();
-    let mut counts: Vec<(&'t [u8], u64)> = Vec::new();
-    for piece in pieces {
-        splitter.split(piece, &mut |chunk| match index.get(chunk) {
-            Some(&k) => counts[k].1 += 1,
-            None => {
-                index.insert(chunk, counts.len());
-                counts.push((chunk, 1));
-            }
-        });
+/// Distinct chunks of the training text in first-appearance order with their counts.
+/// Standard input streams (memory grows with the distinct chunks, not the corpus); a
+/// mapped file is counted in place; special tokens cut the text into separate pieces.
+fn count_training_chunks(
+    config: &TrainConfig,
+    sources: &[Source],
+    splitter: &Splitter,
+) -> Result<ChunkCounts> {
+    if !config.specials.is_empty() {
+        let text = input::read_all(sources, config.no_mmap)?;
+        let mut counts = ChunkCounts::new();
+        for piece in cut_specials(&text, &config.specials) {
+            counts.merge(&pretokenize::count_chunks(piece, splitter, config.threads));
+        }
+        return Ok(counts);
     }
-    counts
+    if let [only] = sources {
+        if !only.is_stdin() {
+            let text = input::read_source(only, config.no_mmap)?;
+            return Ok(pretokenize::count_chunks(&text, splitter, config.threads));
+        }
+    }
+    let mut counter = ChunkCounter::new(splitter, config.threads);
+    input::for_each_block(sources, config.no_mmap, &mut |block| {
+        counter.feed(block);
+        Ok(())
+    })?;
+    Ok(counter.finish())
 }
 
 /// What `bpe-encode` was asked to do.
@@ -282,21 +301,38 @@ impl EncodeStats {
 
 enum AnyEncoder<'m> {
     Bpe(Encoder<'m>),
-    Word(&'m crate::model::WordModel),
+    Word(crate::word::WordEncoder),
 }
 
 impl AnyEncoder<'_> {
     fn batch(&self, records: &[&[u8]], threads: usize) -> Vec<Vec<u32>> {
         match self {
             AnyEncoder::Bpe(enc) => encode_batch(enc, records, threads),
-            AnyEncoder::Word(model) => records
-                .iter()
-                .map(|r| {
-                    let mut ids = Vec::new();
-                    crate::word::encode(model, r, &mut ids);
-                    ids
+            AnyEncoder::Word(enc) => {
+                let encode_all = |part: &[&[u8]]| -> Vec<Vec<u32>> {
+                    part.iter()
+                        .map(|r| {
+                            let mut ids = Vec::new();
+                            enc.encode(r, &mut ids);
+                            ids
+                        })
+                        .collect()
+                };
+                if threads < 2 || records.len() < 64 {
+                    return encode_all(records);
+                }
+                let per = records.len().div_ceil(threads);
+                std::thread::scope(|scope| {
+                    let parts: Vec<_> = records
+                        .chunks(per)
+                        .map(|part| scope.spawn(move || encode_all(part)))
+                        .collect();
+                    parts
+                        .into_iter()
+                        .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                        .collect()
                 })
-                .collect(),
+            }
         }
     }
 }
@@ -313,7 +349,7 @@ pub fn encode(
             if config.allowed_special != AllowedSpecial::None {
                 return Err(Error::usage("--allowed-special applies to BPE models only"));
             }
-            AnyEncoder::Word(model)
+            AnyEncoder::Word(crate::word::WordEncoder::new(model))
         }
     };
     let unk = match &config.model {
@@ -358,8 +394,8 @@ pub fn encode(
         let mut ids = Vec::new();
         match &encoder {
             AnyEncoder::Bpe(enc) => enc.encode_whole_parallel(&text, config.threads, &mut ids),
-            AnyEncoder::Word(model) => {
-                crate::word::encode(model, &text, &mut ids);
+            AnyEncoder::Word(enc) => {
+                enc.encode(&text, &mut ids);
             }
         }
         emit(&ids, text.len(), &mut stats, true)?;

@@ -5,4 +5,6 @@ mod attn_kernel;
 mod attn_rng;
 mod cli_bpe;
 mod common;
+mod pretokenize_props;
+mod train_props;
 mod word_props;
