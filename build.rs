@@ -104,7 +104,7 @@ fn base64(text: &[u8]) -> Option<Vec<u8>> {
             _ => return None,
         } as u32)
     };
-    if text.len() % 4 != 0 {
+    if !text.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(text.len() / 4 * 3);

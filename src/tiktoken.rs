@@ -313,7 +313,7 @@ fn decode_base64(text: &[u8], out: &mut Vec<u8>) -> bool {
             _ => None,
         }
     }
-    if text.len() % 4 != 0 {
+    if !text.len().is_multiple_of(4) {
         return false;
     }
     let quads = text.len() / 4;

@@ -187,13 +187,13 @@ fn rank_file_errors_name_the_line() {
         ),
     ];
     for (text, location, words) in cases {
-        let err = load(&text).err().expect("error");
+        let err = load(&text).expect_err("error");
         assert_eq!(err.exit_code(), 1);
         assert_eq!(err.location(), Some(location), "{}", err.message());
         assert!(err.message().contains(words), "{}", err.message());
     }
     let missing: String = good.lines().skip(1).map(|l| format!("{l}\n")).collect();
-    let err = load(&missing).err().expect("error");
+    let err = load(&missing).expect_err("error");
     assert!(err.message().contains("0x00"), "{}", err.message());
     assert!(load("").is_err());
 }
