@@ -380,7 +380,51 @@ pub fn encode(
         out.write_all(line.as_bytes()).map_err(write_err)?;
     }
     let mut buf = Vec::with_capacity(1 << 16);
-    let mut emit = |ids: &[u32], bytes: usize, stats: &mut EncodeStats, last: bool| -> Result<()> {
+    if config.whole {
+        // One record, written as the ids arrive: memory for ids stays bounded.
+        let text = input::read_all(sources, config.no_mmap)?;
+        let mut first = true;
+        let mut sink = |ids: &[u32]| -> Result<()> {
+            stats.tokens += ids.len() as u64;
+            if let (Some(unk), Some(n)) = (unk, stats.unknown.as_mut()) {
+                *n += ids.iter().filter(|&&id| id == unk).count() as u64;
+            }
+            if config.count {
+                return Ok(());
+            }
+            for &id in ids {
+                buf.push(if first { b'[' } else { b',' });
+                first = false;
+                ndjson::push_u32(&mut buf, id);
+            }
+            if buf.len() >= 1 << 16 {
+                out.write_all(&buf).map_err(write_err)?;
+                buf.clear();
+            }
+            Ok(())
+        };
+        match &encoder {
+            AnyEncoder::Bpe(enc) => enc.encode_whole_streaming(&text, config.threads, &mut sink)?,
+            AnyEncoder::Word(enc) => {
+                let mut ids = Vec::new();
+                enc.encode(&text, &mut ids);
+                sink(&ids)?;
+            }
+        }
+        if config.count {
+            buf.extend_from_slice(format!("{}\n", stats.tokens).as_bytes());
+        } else {
+            buf.extend_from_slice(if first { b"[]\n" } else { b"]\n" });
+        }
+        stats.records = 1;
+        stats.bytes = text.len() as u64;
+        emit_flush(out, &mut buf)?;
+        return Ok(stats);
+    }
+
+    // Records are encoded in batches so that threads share the work while memory
+    // stays bounded by the batch, whatever the input size.
+    let mut emit = |ids: &[u32], bytes: usize, stats: &mut EncodeStats| -> Result<()> {
         stats.records += 1;
         stats.tokens += ids.len() as u64;
         stats.bytes += bytes as u64;
@@ -388,40 +432,17 @@ pub fn encode(
             *n += ids.iter().filter(|&&id| id == unk).count() as u64;
         }
         if config.count {
-            if !config.whole {
-                ndjson::push_u32(&mut buf, ids.len() as u32);
-                buf.push(b'\n');
-            }
+            ndjson::push_u32(&mut buf, ids.len() as u32);
         } else {
             ndjson::push_ids(&mut buf, ids);
-            buf.push(b'\n');
         }
-        if buf.len() >= 1 << 16 || last {
+        buf.push(b'\n');
+        if buf.len() >= 1 << 16 {
             out.write_all(&buf).map_err(write_err)?;
             buf.clear();
         }
         Ok(())
     };
-
-    if config.whole {
-        let text = input::read_all(sources, config.no_mmap)?;
-        let mut ids = Vec::new();
-        match &encoder {
-            AnyEncoder::Bpe(enc) => enc.encode_whole_parallel(&text, config.threads, &mut ids),
-            AnyEncoder::Word(enc) => {
-                enc.encode(&text, &mut ids);
-            }
-        }
-        emit(&ids, text.len(), &mut stats, true)?;
-        if config.count {
-            out.write_all(format!("{}\n", ids.len()).as_bytes())
-                .map_err(write_err)?;
-        }
-        return Ok(stats);
-    }
-
-    // Records are encoded in batches so that threads share the work while memory
-    // stays bounded by the batch, whatever the input size.
     const BATCH_BYTES: usize = 1 << 20;
     const BATCH_RECORDS: usize = 4096;
     let mut arena: Vec<u8> = Vec::with_capacity(BATCH_BYTES);
@@ -436,7 +457,7 @@ pub fn encode(
             }
             let encoded = encoder.batch(&records, config.threads);
             for (ids, record) in encoded.iter().zip(&records) {
-                emit(ids, record.len(), stats, false)?;
+                emit(ids, record.len(), stats)?;
             }
             arena.clear();
             ends.clear();
