@@ -14,6 +14,7 @@
 #   BENCH_VOCAB    folder with o200k_base.tiktoken and cl100k_base.tiktoken
 #   BENCH_RUNS     runs per command, the fastest reported (default 1; commands under
 #                  2 s are always run 3 times)
+#   BENCH_OUT      folder for models, id streams and the log (default bench/out)
 #   BENCH_NO_BUILD set to skip `cargo build --release`
 #   BENCH_VOCAB_SIZE  vocabulary of the 32k sections (default 32768; smaller for a smoke test)
 #
@@ -28,7 +29,7 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CORPORA=${BENCH_CORPORA:-$ROOT/bench/corpora}
-OUT=$ROOT/bench/out
+OUT=${BENCH_OUT:-$ROOT/bench/out}
 VENV=$ROOT/bench/venv
 PEERS=$ROOT/scripts/bench/peers.py
 BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
@@ -91,21 +92,23 @@ CNAME=$(basename "$CORPUS")
 # --- measuring -------------------------------------------------------------------------
 
 # measure OUTFILE CMD...: runs CMD with stdout to OUTFILE, BENCH_RUNS times (3 when a run
-# takes under 2 s); sets WALL (fastest, seconds) and RSS (largest peak, KiB); returns
-# CMD's status.
+# takes under 2 s); sets WALL (fastest, seconds), CPU (user + system seconds of that run)
+# and RSS (largest peak, KiB); returns CMD's status.
 measure() {
   local outfile=$1; shift
   local runs=${BENCH_RUNS:-1} i t0 t1 w r status=0
-  WALL="" RSS=0
+  WALL="" RSS=0 CPU=""
   for ((i = 0; i < runs; i++)); do
     t0=$(date +%s%N)
-    /usr/bin/time -f '%M' -o "$OUT/time.txt" "$@" >"$outfile" 2>>"$LOG"
+    /usr/bin/time -f '%M %U %S' -o "$OUT/time.txt" "$@" >"$outfile" 2>>"$LOG"
     status=$?
     t1=$(date +%s%N)
     [ $status -ne 0 ] && { note "bench: failed ($status): $*"; return $status; }
     w=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
-    r=$(tail -n 1 "$OUT/time.txt")
-    [ -z "$WALL" ] || awk -v w="$w" -v m="$WALL" 'BEGIN { exit !(w < m) }' && WALL=$w
+    read -r r u s < <(tail -n 1 "$OUT/time.txt")
+    if [ -z "$WALL" ] || awk -v w="$w" -v m="$WALL" 'BEGIN { exit !(w < m) }'; then
+      WALL=$w CPU=$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.2f", u + s }')
+    fi
     [ "$r" -gt "$RSS" ] && RSS=$r
     if [ "$runs" -lt 3 ] && awk -v w="$w" 'BEGIN { exit !(w < 2) }'; then runs=3; fi
   done
@@ -114,10 +117,12 @@ measure() {
 
 # row TOOL INPUT_BYTES NOTE: one table row for the last measure.
 row() {
-  awk -v tool="$1" -v n="$2" -v w="$WALL" -v r="$RSS" -v note="$3" 'BEGIN {
-    printf "| %s | %.2f | %.1f | %.1f | %.2f | %s |\n", tool, w, r / 1024, n / 1e6 / w, r * 1024 / n, note }'
+  awk -v tool="$1" -v n="$2" -v w="$WALL" -v c="$CPU" -v r="$RSS" -v note="$3" 'BEGIN {
+    mbs = n / 1e6 / w
+    printf "| %s | %.2f | %.2f | %.1f | " (mbs < 10 ? "%.3f" : "%.1f") " | %.2f | %s |\n",
+      tool, w, c, r / 1024, mbs, r * 1024 / n, note }'
 }
-failed_row() { printf '| %s | failed | | | | see bench/out/bench.log |\n' "$1"; }
+failed_row() { printf '| %s | failed | | | | | see bench/out/bench.log |\n' "$1"; }
 # Lines said after the current table (ratios, checks).
 SUMMARY=()
 summary() { SUMMARY+=("$*"); }
@@ -131,11 +136,13 @@ header() {
   say ""
   say "### $1"
   say ""
-  say "| command | wall s | peak RSS MiB | input MB/s | RSS bytes/input byte | notes |"
-  say "|---|---:|---:|---:|---:|---|"
+  say "| command | wall s | CPU s | peak RSS MiB | input MB/s | RSS bytes/input byte | notes |"
+  say "|---|---:|---:|---:|---:|---:|---|"
 }
-# ratio A B: A / B to two decimals (empty when either is missing).
-ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+# ratio A B: A / B to two decimals, n/a when either is missing.
+ratio() {
+  if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; else printf 'n/a'; fi
+}
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" "$2"; }
 
 # Runs one of our commands: bench_ours LABEL INPUT_BYTES OUTFILE NOTE CMD...; sets T.
