@@ -25,6 +25,8 @@
 # Ratios compare our whole command (start-up, model load, reading, output) with the
 # peer's work alone (timed inside Python after its imports, model load and file read),
 # which favours the peers; the peers' whole-process wall time is in the table too.
+# "By CPU time" ratios compare user + system seconds of the whole processes (peers'
+# start-up included): on a busy machine they are steadier than wall time.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -141,25 +143,26 @@ header() {
 }
 # ratio A B: A / B to two decimals, n/a when either is missing.
 ratio() {
-  if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; else printf 'n/a'; fi
+  if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; else printf 'n/a'; fi
 }
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" "$2"; }
 
-# Runs one of our commands: bench_ours LABEL INPUT_BYTES OUTFILE NOTE CMD...; sets T.
+# Runs one of our commands: bench_ours LABEL INPUT_BYTES OUTFILE NOTE CMD...; sets T
+# (wall) and C (CPU seconds).
 bench_ours() {
   local label=$1 n=$2 outfile=$3 note=$4; shift 4
-  T=""
-  if measure "$outfile" "$@"; then row "$label" "$n" "$note"; T=$WALL; else failed_row "$label"; fi
+  T="" C=""
+  if measure "$outfile" "$@"; then row "$label" "$n" "$note"; T=$WALL C=$CPU; else failed_row "$label"; fi
 }
-# Runs a peer through peers.py: bench_peer LABEL INPUT_BYTES ARGS...; sets T (wall) and P
-# (its own figure of the work alone, without start-up and reading).
+# Runs a peer through peers.py: bench_peer LABEL INPUT_BYTES ARGS...; sets T (wall), C
+# (CPU seconds) and P (its own figure of the work alone, without start-up and reading).
 bench_peer() {
   local label=$1 n=$2; shift 2
-  T="" P=""
+  T="" P="" C=""
   if measure "$OUT/peer.txt" "$PY" "$PEERS" "$@"; then
     P=$(field seconds "$OUT/peer.txt")
     row "$label" "$n" "work alone $P s; $(sed 's/seconds=[^ ]* *//' "$OUT/peer.txt")"
-    T=$WALL
+    T=$WALL C=$CPU
   else failed_row "$label"; fi
 }
 
@@ -187,28 +190,28 @@ if want seed; then
   if ours; then
     bench_ours "bpe-train --vocab-size 512" "$TSB" "$OUT/ts512.json" "" \
       "$BIN/bpe-train" -q --vocab-size 512 "$TS"
-    A=$T
+    A=$T AC=$C
   fi
   if peers; then
     bench_peer "seed's Python BPE.train (python3)" "$TSB" seed "$TS" --vocab-size 512
-    B=$P
+    B=$P BC=$C
   fi
-  [ -n "$A" ] && [ -n "$B" ] && summary "speed-up over the seed: **$(ratio "$B" "$A")×** (target ≥ 1000×)"
+  [ -n "$A" ] && [ -n "$B" ] && summary "speed-up over the seed: **$(ratio "$B" "$A")×** (target ≥ 1000×); by CPU time $(ratio "$BC" "$AC")×"
 fi
 
 train_vs_gzip() {
   local file=$1 name; name=$(basename "$1")
   local n; n=$(wc -c <"$file")
   header "Train, vocab $VS, --split none, $name"
-  local A="" G=""
+  local A="" G="" AC="" GC=""
   if ours; then
     bench_ours "bpe-train --vocab-size $VS" "$n" "$2" "" "$BIN/bpe-train" -q --vocab-size "$VS" -o "$2" "$file"
-    A=$T; local rss=$RSS
+    A=$T AC=$C; local rss=$RSS
   fi
   bench_ours "gzip -6" "$n" /dev/null "reference for speed" gzip -6 -c "$file"
-  G=$T
+  G=$T GC=$C
   if [ -n "$A" ]; then
-    summary "bpe-train / gzip -6 time: **$(ratio "$A" "$G")** (target ≤ 4); peak memory $(awk -v r="$rss" -v n="$n" 'BEGIN { printf "%.1f", r * 1024 / n }') bytes per input byte (target ≤ 25)"
+    summary "bpe-train / gzip -6 time: **$(ratio "$A" "$G")** (target ≤ 4), by CPU time $(ratio "$AC" "$GC"); peak memory $(awk -v r="$rss" -v n="$n" 'BEGIN { printf "%.1f", r * 1024 / n }') bytes per input byte (target ≤ 25)"
   fi
 }
 if want train; then train_vs_gzip "$CORPUS" "$MODEL32"; fi
@@ -224,14 +227,14 @@ if want split; then
   if ours; then
     bench_ours "bpe-train --split gpt4 --vocab-size $VS" "$BYTES" "$OUT/gpt4-32k.json" "both cores" \
       "$BIN/bpe-train" -q --split gpt4 --vocab-size "$VS" "$CORPUS"
-    A=$T
+    A=$T AC=$C
   fi
   if peers; then
-    bench_peer "rustbpe train_from_iterator" "$BYTES" rustbpe "$CORPUS" --vocab-size "$VS"; R=$P
-    bench_peer "HF tokenizers BpeTrainer (byte-level, GPT-4 split)" "$BYTES" hf "$CORPUS" --vocab-size "$VS"; H=$P
-    bench_peer "sentencepiece --model_type bpe" "$BYTES" spm "$CORPUS" --vocab-size "$VS"; S=$P
+    bench_peer "rustbpe train_from_iterator" "$BYTES" rustbpe "$CORPUS" --vocab-size "$VS"; R=$P RC=$C
+    bench_peer "HF tokenizers BpeTrainer (byte-level, GPT-4 split)" "$BYTES" hf "$CORPUS" --vocab-size "$VS"; H=$P HC=$C
+    bench_peer "sentencepiece --model_type bpe" "$BYTES" spm "$CORPUS" --vocab-size "$VS"; S=$P SC=$C
     if [ -n "$A" ]; then
-      summary "speed-up: over rustbpe **$(ratio "$R" "$A")×** (target ≥ 2), over HF tokenizers **$(ratio "$H" "$A")×**, over sentencepiece **$(ratio "$S" "$A")×** (targets > 1)"
+      summary "speed-up: over rustbpe **$(ratio "$R" "$A")×** (target ≥ 2), over HF tokenizers **$(ratio "$H" "$A")×**, over sentencepiece **$(ratio "$S" "$A")×** (targets > 1); by CPU time $(ratio "$RC" "$AC")×, $(ratio "$HC" "$AC")×, $(ratio "$SC" "$AC")×"
     fi
   fi
 fi
@@ -256,7 +259,7 @@ if want encode; then
     if ours; then
       bench_ours "bpe-encode -m $enc --whole -j 1" "$BYTES" "$OUT/ids-$enc.jsonl" "single thread" \
         "$BIN/bpe-encode" -q -j 1 -m "$enc" --whole "$CORPUS"
-      A1=$T
+      A1=$T A1C=$C
       bench_ours "bpe-encode -m $enc --whole" "$BYTES" /dev/null "both cores" \
         "$BIN/bpe-encode" -q -m "$enc" --whole "$CORPUS"
       A=$T
@@ -268,9 +271,9 @@ if want encode; then
     fi
     if peers && [ -n "$VOCAB" ]; then
       bench_peer "tiktoken $enc encode_ordinary (whole text)" "$BYTES" tiktoken "$CORPUS" --encoding "$enc" --vocab-dir "$VOCAB"
-      TT=$P; TC=$(field tokens "$OUT/peer.txt")
+      TT=$P TTC=$C; TC=$(field tokens "$OUT/peer.txt")
       if [ -n "$A" ] && [ -n "$TT" ]; then
-        summary "$enc: speed-up over tiktoken **$(ratio "$TT" "$A")×** on both cores, **$(ratio "$TT" "$A1")×** on one (target ≥ 2); token count: ours ${OURS_COUNT[$enc]:-?}, tiktoken $TC ($([ "${OURS_COUNT[$enc]:-}" = "$TC" ] && echo equal || echo DIFFERENT))"
+        summary "$enc: speed-up over tiktoken **$(ratio "$TT" "$A")×** on both cores, **$(ratio "$TT" "$A1")×** on one (target ≥ 2), by CPU time on one $(ratio "$TTC" "$A1C")×; token count: ours ${OURS_COUNT[$enc]:-?}, tiktoken $TC ($([ "${OURS_COUNT[$enc]:-}" = "$TC" ] && echo equal || echo DIFFERENT))"
       fi
     elif peers; then note "bench: no o200k_base.tiktoken found (set BENCH_VOCAB): tiktoken skipped"; fi
   done
