@@ -11,7 +11,7 @@ use crate::input::{self, Source};
 use crate::model::{Model, SpecialToken, SplitSpec};
 use crate::modelfile::{self, StreamModel};
 use crate::ndjson;
-use crate::pretokenize::{self, Splitter};
+use crate::pretokenize::{self, ChunkCounter, ChunkCounts, Splitter};
 use crate::train::{self, Merge};
 
 fn write_err(e: std::io::Error) -> Error {
@@ -148,8 +148,13 @@ pub fn train(
     events: &mut dyn FnMut(TrainEvent),
 ) -> Result<()> {
     if config.model_type == ModelType::Word {
-        let text = input::read_all(sources, config.no_mmap)?;
-        let model = crate::word::train(&text, config.vocab_size, config.threads)?;
+        // Streams: memory grows with the distinct words, not with the input.
+        let mut counter = crate::word::WordCounter::new(config.threads);
+        input::for_each_block(sources, config.no_mmap, &mut |block| {
+            counter.feed(block);
+            Ok(())
+        })?;
+        let model = counter.finish(config.vocab_size)?;
         return crate::word::write_model(out, &model).map_err(write_err);
     }
     let vocab_size = config.vocab_size.unwrap_or(DEFAULT_VOCAB_SIZE);
@@ -159,8 +164,6 @@ pub fn train(
         )));
     }
     let wanted = vocab_size - 256;
-    let text = input::read_all(sources, config.no_mmap)?;
-    let pieces = cut_specials(&text, &config.specials);
 
     let mut vocab: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     let mut learned = 0;
@@ -178,16 +181,23 @@ pub fn train(
         vocab.push(token);
     };
     let merges = match &config.split {
-        None if pieces.len() == 1 => train::train_bytes(pieces[0], vocab_size, &mut on_merge),
-        None => train::train_chunks(pieces.iter().map(|p| (*p, 1u64)), vocab_size, &mut on_merge),
+        None => {
+            // The seed's algorithm needs the whole sequence in memory.
+            let text = input::read_all(sources, config.no_mmap)?;
+            match cut_specials(&text, &config.specials)[..] {
+                [] => Vec::new(),
+                [only] => train::train_bytes(only, vocab_size, &mut on_merge),
+                ref pieces => train::train_chunks(
+                    pieces.iter().map(|p| (*p, 1u64)),
+                    vocab_size,
+                    &mut on_merge,
+                ),
+            }
+        }
         Some(spec) => {
             let splitter = Splitter::new(spec)?;
-            let counts = count_chunks(&pieces, &splitter);
-            train::train_chunks(
-                counts.iter().map(|(c, n)| (*c, *n)),
-                vocab_size,
-                &mut on_merge,
-            )
+            let counts = count_training_chunks(config, sources, &splitter)?;
+            train::train_chunks(counts.iter(), vocab_size, &mut on_merge)
         }
     };
     if merges.len() < wanted {
@@ -211,20 +221,34 @@ pub fn train(
     modelfile::write_bpe(out, config.split.as_ref(), &specials, &pairs, &counts).map_err(write_err)
 }
 
-/// Distinct chunks of `pieces` in first-appearance order with their counts.
-fn count_chunks<'t>(pieces: &[&'t [u8]], splitter: &Splitter) -> Vec<(&'t [u8], u64)> {
-    let mut index: ahash::AHashMap<&'t [u8], usize> = ahash::AHashMap::new();
-    let mut counts: Vec<(&'t [u8], u64)> = Vec::new();
-    for piece in pieces {
-        splitter.split(piece, &mut |chunk| match index.get(chunk) {
-            Some(&k) => counts[k].1 += 1,
-            None => {
-                index.insert(chunk, counts.len());
-                counts.push((chunk, 1));
-            }
-        });
+/// Distinct chunks of the training text in first-appearance order with their counts.
+/// Standard input streams (memory grows with the distinct chunks, not the corpus); a
+/// mapped file is counted in place; special tokens cut the text into separate pieces.
+fn count_training_chunks(
+    config: &TrainConfig,
+    sources: &[Source],
+    splitter: &Splitter,
+) -> Result<ChunkCounts> {
+    if !config.specials.is_empty() {
+        let text = input::read_all(sources, config.no_mmap)?;
+        let mut counts = ChunkCounts::new();
+        for piece in cut_specials(&text, &config.specials) {
+            counts.merge(&pretokenize::count_chunks(piece, splitter, config.threads));
+        }
+        return Ok(counts);
     }
-    counts
+    if let [only] = sources {
+        if !only.is_stdin() {
+            let text = input::read_source(only, config.no_mmap)?;
+            return Ok(pretokenize::count_chunks(&text, splitter, config.threads));
+        }
+    }
+    let mut counter = ChunkCounter::new(splitter, config.threads);
+    input::for_each_block(sources, config.no_mmap, &mut |block| {
+        counter.feed(block);
+        Ok(())
+    })?;
+    Ok(counter.finish())
 }
 
 /// What `bpe-encode` was asked to do.
@@ -353,7 +377,9 @@ pub fn encode(
         let mut ids = Vec::new();
         match &encoder {
             AnyEncoder::Bpe(enc) => enc.encode_whole_parallel(&text, config.threads, &mut ids),
-            AnyEncoder::Word(model) => crate::word::encode(model, &text, &mut ids),
+            AnyEncoder::Word(model) => {
+                crate::word::encode(model, &text, &mut ids);
+            }
         }
         emit(&ids, text.len(), &mut stats, true)?;
         if config.count {

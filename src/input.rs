@@ -154,11 +154,7 @@ pub type LineHandler<'a> = dyn FnMut(&str, u64, &[u8]) -> Result<()> + 'a;
 /// 1-based line number. The `\n` is not part of the line (a `\r` is); a final line
 /// without `\n` is still a line, and input ending in `\n` has no empty last line.
 /// Memory stays bounded by the longest line.
-pub fn for_each_line(
-    sources: &[Source],
-    no_mmap: bool,
-    each: &mut LineHandler,
-) -> Result<()> {
+pub fn for_each_line(sources: &[Source], no_mmap: bool, each: &mut LineHandler) -> Result<()> {
     for source in sources {
         if let (false, Some(path)) = (no_mmap, &source.path) {
             let file = open_file(source, path)?;

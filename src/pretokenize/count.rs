@@ -1,0 +1,266 @@
+//! Chunk counting for training: the distinct chunks of a text with their counts, in
+//! first-appearance order, counted in parallel shards or streamed block by block.
+//!
+//! Performance notes: the table is a hand-rolled open-addressing index over the arena
+//! (8-byte slots: a 32-bit hash tag and an entry number) rather than an
+//! `AHashMap<Box<[u8]>, _>`, so each distinct chunk is stored once, in the arena, and the
+//! streaming counter owns its keys without a second copy. Shards are merged in text order,
+//! each shard's distinct chunks in their own first-appearance order, which is exactly the
+//! global first-appearance order.
+
+use super::Splitter;
+
+/// Distinct chunks with their counts, in order of first appearance; stored compactly as
+/// one byte arena plus spans.
+#[derive(Debug, Clone, Default)]
+pub struct ChunkCounts {
+    bytes: Vec<u8>,
+    /// `ends[i]` is where chunk `i` ends in `bytes`; it starts at `ends[i - 1]` (or 0).
+    ends: Vec<usize>,
+    counts: Vec<u64>,
+    /// Open-addressing index: `(hash tag, entry + 1)`, `(_, 0)` is empty.
+    slots: Vec<(u32, u32)>,
+    hasher: ahash::RandomState,
+}
+
+impl PartialEq for ChunkCounts {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes == other.bytes && self.ends == other.ends && self.counts == other.counts
+    }
+}
+
+impl Eq for ChunkCounts {}
+
+impl ChunkCounts {
+    /// No chunks.
+    pub fn new() -> ChunkCounts {
+        ChunkCounts::default()
+    }
+
+    /// The number of distinct chunks.
+    pub fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Whether there are no chunks.
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// The sum of all counts (the number of chunks in the text).
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// The `i`-th distinct chunk (in first-appearance order) and its count.
+    pub fn get(&self, i: usize) -> Option<(&[u8], u64)> {
+        let count = *self.counts.get(i)?;
+        Some((self.chunk(i), count))
+    }
+
+    /// The distinct chunks with their counts, in order of first appearance.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
+        (0..self.len()).map(move |i| (self.chunk(i), self.counts[i]))
+    }
+
+    fn chunk(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+
+    /// Adds `n` occurrences of `chunk` (a new chunk goes last).
+    pub fn add(&mut self, chunk: &[u8], n: u64) {
+        if (self.counts.len() + 1) * 2 > self.slots.len() {
+            self.grow();
+        }
+        let hash = self.hasher.hash_one(chunk);
+        let tag = (hash >> 32) as u32;
+        let mask = self.slots.len() - 1;
+        let mut pos = hash as usize & mask;
+        loop {
+            let (t, e) = self.slots[pos];
+            if e == 0 {
+                break;
+            }
+            let i = (e - 1) as usize;
+            if t == tag && self.chunk(i) == chunk {
+                self.counts[i] += n;
+                return;
+            }
+            pos = (pos + 1) & mask;
+        }
+        self.bytes.extend_from_slice(chunk);
+        self.ends.push(self.bytes.len());
+        self.counts.push(n);
+        self.slots[pos] = (tag, self.counts.len() as u32);
+    }
+
+    /// Adds every chunk of `other` with its count, in `other`'s order.
+    pub fn merge(&mut self, other: &ChunkCounts) {
+        for (chunk, n) in other.iter() {
+            self.add(chunk, n);
+        }
+    }
+
+    fn grow(&mut self) {
+        let size = (self.slots.len() * 2).max(64);
+        self.slots = vec![(0, 0); size];
+        let mask = size - 1;
+        for i in 0..self.counts.len() {
+            let hash = self.hasher.hash_one(self.chunk(i));
+            let mut pos = hash as usize & mask;
+            while self.slots[pos].1 != 0 {
+                pos = (pos + 1) & mask;
+            }
+            self.slots[pos] = ((hash >> 32) as u32, i as u32 + 1);
+        }
+    }
+
+    /// Frees the lookup index (after counting ends; `add` rebuilds it if needed).
+    fn shrink(&mut self) {
+        self.slots = Vec::new();
+        self.bytes.shrink_to_fit();
+        self.ends.shrink_to_fit();
+        self.counts.shrink_to_fit();
+    }
+}
+
+/// Below this many bytes per thread, counting stays on one thread.
+const MIN_SHARD: usize = 1 << 20;
+
+/// Counts the chunks of `text` as `splitter` cuts it, on up to `threads` threads. The
+/// text is sharded at safe cuts (preset patterns only; a custom pattern counts on one
+/// thread), so the result is identical to a single-threaded count.
+pub fn count_chunks(text: &[u8], splitter: &Splitter, threads: usize) -> ChunkCounts {
+    let mut counts = ChunkCounts::new();
+    count_into(&mut counts, text, splitter, threads);
+    counts.shrink();
+    counts
+}
+
+fn count_one(counts: &mut ChunkCounts, text: &[u8], splitter: &Splitter) {
+    splitter.split(text, &mut |chunk| counts.add(chunk, 1));
+}
+
+/// Adds the chunks of `text` to `counts`, sharding the text over threads.
+fn count_into(counts: &mut ChunkCounts, text: &[u8], splitter: &Splitter, threads: usize) {
+    let threads = threads.max(1).min(text.len() / MIN_SHARD).max(1);
+    if threads == 1 || !splitter.is_preset() {
+        count_one(counts, text, splitter);
+        return;
+    }
+    let mut cuts = vec![0];
+    for k in 1..threads {
+        let near = text.len() / threads * k;
+        let prev = *cuts.last().unwrap_or(&0);
+        if let Some(p) = splitter.last_safe_cut(text, prev + 1, near) {
+            cuts.push(p);
+        }
+    }
+    cuts.push(text.len());
+    let shards: Vec<&[u8]> = cuts.windows(2).map(|w| &text[w[0]..w[1]]).collect();
+    let (first, rest) = shards
+        .split_first()
+        .map_or((&[][..], &[][..]), |(f, r)| (*f, r));
+    let partial: Vec<ChunkCounts> = std::thread::scope(|scope| {
+        let handles: Vec<_> = rest
+            .iter()
+            .map(|shard| {
+                scope.spawn(move || {
+                    let mut c = ChunkCounts::new();
+                    count_one(&mut c, shard, splitter);
+                    c
+                })
+            })
+            .collect();
+        count_one(counts, first, splitter);
+        handles
+            .into_iter()
+            .zip(rest)
+            .map(|(h, shard)| {
+                h.join().unwrap_or_else(|_| {
+                    // A shard thread cannot panic short of a bug; recount it here.
+                    let mut c = ChunkCounts::new();
+                    count_one(&mut c, shard, splitter);
+                    c
+                })
+            })
+            .collect()
+    });
+    for p in &partial {
+        counts.merge(p);
+    }
+}
+
+/// Counts chunks of a text that arrives in blocks (stdin of any size): the result is
+/// identical to [`count_chunks`] over the concatenated blocks. Each block is counted up to
+/// its last safe cut; only the unfinished tail is held back, so memory grows with the
+/// distinct chunks and the longest stretch without a safe cut, not with the text. A
+/// custom pattern has no safe cuts: its whole text is held until [`ChunkCounter::finish`].
+pub struct ChunkCounter<'s> {
+    splitter: &'s Splitter,
+    threads: usize,
+    batch: usize,
+    pending: Vec<u8>,
+    /// No safe cut lies in `1..searched` of `pending` (apart from positions next to a
+    /// character that was incomplete at the time, re-examined below).
+    searched: usize,
+    counts: ChunkCounts,
+}
+
+impl<'s> ChunkCounter<'s> {
+    /// A counter splitting with `splitter` on up to `threads` threads.
+    pub fn new(splitter: &'s Splitter, threads: usize) -> ChunkCounter<'s> {
+        let threads = threads.max(1);
+        ChunkCounter {
+            splitter,
+            threads,
+            batch: threads * (4 << 20),
+            pending: Vec::new(),
+            searched: 0,
+            counts: ChunkCounts::new(),
+        }
+    }
+
+    /// Sets how many bytes to gather before counting (default: 4 MiB per thread). Small
+    /// values exercise the block boundaries in tests; large ones amortise thread start-up.
+    pub fn set_batch(&mut self, bytes: usize) {
+        self.batch = bytes.max(1);
+    }
+
+    /// Adds the next block of the text (blocks may cut anywhere, even inside a UTF-8
+    /// sequence).
+    pub fn feed(&mut self, block: &[u8]) {
+        self.pending.extend_from_slice(block);
+        if self.pending.len() < self.batch {
+            return;
+        }
+        // A character cut by the end of the previous search may have been rejected; look
+        // a few bytes back again.
+        let lo = self.searched.saturating_sub(8);
+        match self
+            .splitter
+            .last_safe_cut(&self.pending, lo, self.pending.len())
+        {
+            Some(p) => {
+                count_into(
+                    &mut self.counts,
+                    &self.pending[..p],
+                    self.splitter,
+                    self.threads,
+                );
+                self.pending.drain(..p);
+                self.searched = 0;
+            }
+            None => self.searched = self.pending.len(),
+        }
+    }
+
+    /// Counts the held-back tail and returns the counts of the whole text.
+    pub fn finish(mut self) -> ChunkCounts {
+        let pending = std::mem::take(&mut self.pending);
+        count_into(&mut self.counts, &pending, self.splitter, self.threads);
+        self.counts.shrink();
+        self.counts
+    }
+}

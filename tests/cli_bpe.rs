@@ -1,0 +1,544 @@
+//! bpe-train / bpe-encode / bpe-decode as a user runs them: the seed's examples, round
+//! trips, id-stream headers, every error path with its exit status and message.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::process::{Command as StdCommand, Stdio};
+
+use predicates::prelude::*;
+
+use crate::common::{scratch, tool, Rng};
+
+fn train(dir: &std::path::Path, text: &[u8], args: &[&str]) -> Vec<u8> {
+    let out = tool("bpe-train", dir)
+        .args(args)
+        .write_stdin(text.to_vec())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    out
+}
+
+fn pairs_of(model: &[u8]) -> Vec<(u64, u64)> {
+    String::from_utf8_lossy(model)
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let p = v["pair"].as_array().unwrap();
+            (p[0].as_u64().unwrap(), p[1].as_u64().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn seed_example_merges_and_verbose_log() {
+    let dir = scratch("seed");
+    let out = tool("bpe-train", &dir)
+        .args(["--vocab-size", "259", "--verbose"])
+        .write_stdin("happily happiness unhappy")
+        .assert()
+        .success()
+        .stderr(
+            "merge 1/3: (104, 97) -> 256 (b'ha') had 3 occurrences\n\
+             merge 2/3: (256, 112) -> 257 (b'hap') had 3 occurrences\n\
+             merge 3/3: (257, 112) -> 258 (b'happ') had 3 occurrences\n",
+        )
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(pairs_of(&out), vec![(104, 97), (256, 112), (257, 112)]);
+}
+
+#[test]
+fn minbpe_wikipedia_example_trains_and_encodes() {
+    let dir = scratch("minbpe");
+    let model = train(&dir, b"aaabdaaabac", &["--vocab-size", "259"]);
+    assert_eq!(pairs_of(&model), vec![(97, 97), (256, 97), (257, 98)]);
+    fs::write(dir.join("m.json"), &model).unwrap();
+    tool("bpe-encode", &dir)
+        .args(["-m", "m.json", "--no-header"])
+        .write_stdin("aaabdaaabac")
+        .assert()
+        .success()
+        .stdout("[258,100,258,97,99]\n");
+}
+
+#[test]
+fn model_file_format_is_as_documented() {
+    let dir = scratch("format");
+    let model = train(
+        &dir,
+        "né né\u{7f}".as_bytes(),
+        &["--vocab-size", "258", "--special", "<|end|>"],
+    );
+    let text = String::from_utf8(model).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        r#"{"kind":"bpe","version":1,"split":"none","pattern":null,"special_tokens":[{"text":"<|end|>","id":258}]}"#
+    );
+    // 'n' + first byte of 'é' (0xc3) is not UTF-8 on its own: shown as hex.
+    assert_eq!(
+        lines[1],
+        r#"{"id":256,"pair":[110,195],"hex":"6ec3","count":2}"#
+    );
+    assert_eq!(
+        lines[2],
+        r#"{"id":257,"pair":[256,169],"text":"né","count":2}"#
+    );
+}
+
+#[test]
+fn round_trips_lines_and_whole_inputs_byte_for_byte() {
+    let dir = scratch("roundtrip");
+    let mut rng = Rng::new(7);
+    let corpus: Vec<u8> = (0..4000).map(|_| rng.below(256) as u8).collect();
+    let model = train(&dir, &corpus, &["--vocab-size", "400"]);
+    fs::write(dir.join("m.json"), &model).unwrap();
+    for case in 0..20 {
+        let len = rng.below(3000) as usize;
+        let alphabet: &[u8] = if case % 2 == 0 {
+            b"ab\n\r\xff\xc3"
+        } else {
+            &[]
+        };
+        let data: Vec<u8> = if alphabet.is_empty() {
+            (0..len).map(|_| rng.below(256) as u8).collect()
+        } else {
+            rng.bytes_from(alphabet, len)
+        };
+        // --whole: exact bytes back, whatever they are.
+        let ids = tool("bpe-encode", &dir)
+            .args(["-m", "m.json", "--whole"])
+            .write_stdin(data.clone())
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        tool("bpe-decode", &dir)
+            .arg("--whole")
+            .write_stdin(ids)
+            .assert()
+            .success()
+            .stdout(predicate::eq(data.clone()));
+        // Line mode: every line back, a missing final newline added.
+        let ids = tool("bpe-encode", &dir)
+            .args(["-m", "m.json"])
+            .write_stdin(data.clone())
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let mut expected = data.clone();
+        if !expected.is_empty() && expected.last() != Some(&b'\n') {
+            expected.push(b'\n');
+        }
+        tool("bpe-decode", &dir)
+            .args(["-m", "m.json"])
+            .write_stdin(ids)
+            .assert()
+            .success()
+            .stdout(predicate::eq(expected));
+    }
+}
+
+#[test]
+fn stream_header_names_the_model_and_decode_follows_it() {
+    let dir = scratch("header");
+    let model = train(&dir, b"some text, some more text", &["--vocab-size", "270"]);
+    fs::write(dir.join("merges.json"), &model).unwrap();
+    let hash = toksuite::modelfile::sha256_hex(&model);
+    let ids = tool("bpe-encode", &dir)
+        .args(["-m", "merges.json"])
+        .write_stdin("some text\n")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let first = String::from_utf8_lossy(&ids)
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        first,
+        format!(r#"{{"model":"merges.json","sha256":"{hash}"}}"#)
+    );
+    // The user's own example: decode without -m.
+    tool("bpe-decode", &dir)
+        .write_stdin(ids.clone())
+        .assert()
+        .success()
+        .stdout("some text\n");
+    // Another model given with -m is an error, never garbage.
+    let other = train(&dir, b"completely different", &["--vocab-size", "260"]);
+    fs::write(dir.join("other.json"), &other).unwrap();
+    tool("bpe-decode", &dir)
+        .args(["-m", "other.json"])
+        .write_stdin(ids.clone())
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::starts_with(
+            "bpe-decode: error: <stdin>:1: the stream was encoded with model \"merges.json\"",
+        ));
+    // The named file changed since: an error too.
+    fs::write(dir.join("merges.json"), &other).unwrap();
+    tool("bpe-decode", &dir)
+        .write_stdin(ids)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("other content"));
+}
+
+#[test]
+fn any_prefix_of_a_model_file_is_a_valid_model() {
+    let dir = scratch("prefix");
+    let model = train(
+        &dir,
+        b"the cat sat on the mat with the hat",
+        &["--vocab-size", "270"],
+    );
+    let text = String::from_utf8(model).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    for k in 1..=lines.len() {
+        let prefix = lines[..k].join("\n") + "\n";
+        fs::write(dir.join("p.json"), prefix).unwrap();
+        let ids = tool("bpe-encode", &dir)
+            .args(["-m", "p.json", "--no-header"])
+            .write_stdin("the cat\n")
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        tool("bpe-decode", &dir)
+            .args(["-m", "p.json"])
+            .write_stdin(ids)
+            .assert()
+            .success()
+            .stdout("the cat\n");
+    }
+}
+
+#[test]
+fn malformed_models_name_file_and_line() {
+    let dir = scratch("badmodel");
+    let header = r#"{"kind":"bpe","version":1,"split":"none","pattern":null}"#;
+    let cases: &[(&str, &str)] = &[
+        ("", "m.json: empty model file"),
+        ("not json\n", "m.json:1: malformed model header"),
+        (
+            r#"{"kind":"bpe","version":2}"#,
+            "m.json:1: unsupported model format version 2",
+        ),
+        (
+            r#"{"kind":"bpe","version":1,"colour":"red"}"#,
+            "m.json:1: unknown header field \"colour\"",
+        ),
+        (
+            r#"{"kind":"tree","version":1}"#,
+            "m.json:1: unknown model kind",
+        ),
+        (
+            &format!("{header}\n{{\"id\":257,\"pair\":[1,2]}}"),
+            "m.json:2: merge id 257 out of order",
+        ),
+        (
+            &format!("{header}\n{{\"id\":256,\"pair\":[1,256]}}"),
+            "m.json:2: pair member 256 is not defined before merge 256",
+        ),
+        (
+            &format!("{header}\n{{\"id\":256,\"pair\":[1,2]}}\n{{\"id\":257,\"pair\":[1,2]}}"),
+            "m.json:3: pair [1,2] is merged twice",
+        ),
+        (
+            &format!("{header}\n{{\"id\":256,\"pair\":[1,2],\"extra\":1}}"),
+            "m.json:2: unknown merge field \"extra\"",
+        ),
+        (
+            &format!("{header}\n[1,2]"),
+            "m.json:2: expected a merge object",
+        ),
+        (
+            r#"{"kind":"bpe","version":1,"split":"custom","pattern":"(unclosed"}"#,
+            "m.json:1: invalid split pattern",
+        ),
+    ];
+    for (content, message) in cases {
+        fs::write(dir.join("m.json"), content).unwrap();
+        tool("bpe-encode", &dir)
+            .args(["-m", "m.json"])
+            .write_stdin("x")
+            .assert()
+            .code(1)
+            .stdout("")
+            .stderr(predicate::str::starts_with(format!(
+                "bpe-encode: error: {message}"
+            )));
+    }
+}
+
+#[test]
+fn decode_errors_come_after_the_good_records() {
+    let dir = scratch("decodeerr");
+    fs::write(dir.join("ids.jsonl"), "[104,105]\n[1,2]\n[70000]\n[104]\n").unwrap();
+    let model = train(&dir, b"hi", &["--vocab-size", "256"]);
+    fs::write(dir.join("m.json"), model).unwrap();
+    tool("bpe-decode", &dir)
+        .args(["-m", "m.json", "ids.jsonl"])
+        .assert()
+        .code(1)
+        .stdout("hi\n\u{1}\u{2}\n")
+        .stderr("bpe-decode: error: ids.jsonl:3: id 70000 is not in the vocabulary (size 256)\n");
+    for (record, message) in [
+        ("[1,-2]", "negative id"),
+        ("[1.5]", "not an integer"),
+        ("hello", "expected a JSON array of ids"),
+        ("", "empty line"),
+        ("[99999999999]", "out of range"),
+    ] {
+        tool("bpe-decode", &dir)
+            .args(["-m", "m.json"])
+            .write_stdin(format!("[104]\n{record}\n"))
+            .assert()
+            .code(1)
+            .stdout("h\n")
+            .stderr(
+                predicate::str::starts_with("bpe-decode: error: <stdin>:2: ")
+                    .and(predicate::str::contains(message)),
+            );
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = scratch("usage");
+    for (tool_name, args, message) in [
+        ("bpe-train", vec!["--frobnicate"], "unexpected argument"),
+        ("bpe-train", vec!["--vocab-size", "12"], "below 256"),
+        ("bpe-train", vec!["--vocab-size", "many"], "invalid value"),
+        (
+            "bpe-train",
+            vec!["--split", "(unclosed"],
+            "invalid split pattern",
+        ),
+        (
+            "bpe-encode",
+            vec!["-", "-"],
+            "standard input ('-') can be named only once",
+        ),
+        (
+            "bpe-decode",
+            vec!["--whole", "--nope"],
+            "unexpected argument",
+        ),
+    ] {
+        tool(tool_name, &dir)
+            .args(&args)
+            .write_stdin("abc")
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(message));
+    }
+}
+
+#[test]
+fn io_errors_exit_1_with_the_file_name() {
+    let dir = scratch("ioerr");
+    tool("bpe-train", &dir)
+        .arg("missing.txt")
+        .assert()
+        .code(1)
+        .stderr("bpe-train: error: missing.txt: cannot open: no such file or directory\n");
+    tool("bpe-encode", &dir)
+        .args(["-m", "nothere.json"])
+        .write_stdin("x")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::starts_with(
+            "bpe-encode: error: nothere.json: cannot open",
+        ));
+}
+
+#[test]
+fn output_file_is_atomic() {
+    let dir = scratch("atomic");
+    tool("bpe-train", &dir)
+        .args(["--vocab-size", "260", "-o", "model.json"])
+        .write_stdin("abababab")
+        .assert()
+        .success()
+        .stdout("");
+    let model = fs::read(dir.join("model.json")).unwrap();
+    assert_eq!(pairs_of(&model)[0], (97, 98));
+    // A failing run leaves neither the target nor a temporary file behind.
+    tool("bpe-decode", &dir)
+        .args(["-m", "model.json", "-o", "out.txt"])
+        .write_stdin("[97]\n[99999]\n")
+        .assert()
+        .code(1);
+    let names: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("model.json")]);
+}
+
+#[test]
+fn files_mmap_and_stdin_give_the_same_model() {
+    let dir = scratch("mmap");
+    let text = b"to be or not to be, that is the question\n".repeat(20);
+    fs::write(dir.join("a.txt"), &text).unwrap();
+    fs::write(dir.join("empty.txt"), b"").unwrap();
+    let from_stdin = train(&dir, &text, &["--vocab-size", "300"]);
+    for args in [
+        vec!["--vocab-size", "300", "a.txt"],
+        vec!["--vocab-size", "300", "--no-mmap", "a.txt"],
+        vec!["--vocab-size", "300", "empty.txt", "a.txt", "empty.txt"],
+        vec!["--vocab-size", "300", "-"],
+    ] {
+        let out = tool("bpe-train", &dir)
+            .args(&args)
+            .write_stdin(text.clone())
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        assert_eq!(out, from_stdin, "{args:?}");
+    }
+}
+
+#[test]
+fn empty_input_gives_a_valid_model_with_no_merges() {
+    let dir = scratch("empty");
+    let model = train(&dir, b"", &["--vocab-size", "300"]);
+    assert_eq!(pairs_of(&model), vec![]);
+    tool("bpe-train", &dir)
+        .args(["--vocab-size", "300"])
+        .write_stdin("ab")
+        .assert()
+        .success()
+        .stderr("bpe-train: stopped after 1 of 44 merges: no pair left to merge\n");
+}
+
+#[test]
+fn count_writes_token_counts() {
+    let dir = scratch("count");
+    let model = train(&dir, b"aaabdaaabac", &["--vocab-size", "259"]);
+    fs::write(dir.join("m.json"), model).unwrap();
+    tool("bpe-encode", &dir)
+        .args(["-m", "m.json", "--count"])
+        .write_stdin("aaabdaaabac\nab\n\n")
+        .assert()
+        .success()
+        .stdout("5\n2\n0\n");
+    tool("bpe-encode", &dir)
+        .args(["-m", "m.json", "--count", "--whole"])
+        .write_stdin("aaabdaaabac\nab\n")
+        .assert()
+        .success()
+        .stdout("9\n");
+}
+
+/// `TOOL ... | head -n 1` ends quietly with status 0.
+#[test]
+fn closed_output_pipe_exits_zero_quietly() {
+    let dir = scratch("pipe");
+    let model = train(&dir, b"abcabc", &["--vocab-size", "258"]);
+    fs::write(dir.join("m.json"), model).unwrap();
+    let big = "abcabc line\n".repeat(200_000);
+    fs::write(dir.join("big.txt"), &big).unwrap();
+    for (name, args) in [
+        ("bpe-encode", vec!["-m", "m.json", "big.txt"]),
+        ("bpe-encode", vec!["-m", "m.json", "--no-mmap", "big.txt"]),
+    ] {
+        let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin(name))
+            .current_dir(&dir)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut first = [0u8; 16];
+        stdout.read_exact(&mut first).unwrap();
+        drop(stdout);
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{name} {args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stderr),
+            "",
+            "{name} {args:?}"
+        );
+    }
+    // And bpe-decode, fed through its standard input.
+    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("bpe-decode"))
+        .current_dir(&dir)
+        .args(["-m", "m.json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let record = "[97,98,99,97,98,99,32,108]\n".repeat(1000);
+        for _ in 0..200 {
+            if stdin.write_all(record.as_bytes()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 8];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let output = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+}
+
+/// Every flag that `--help` lists appears in the tool's man page.
+#[test]
+fn man_pages_document_every_flag() {
+    let dir = scratch("man");
+    for name in ["bpe-train", "bpe-encode", "bpe-decode"] {
+        let help = tool(name, &dir)
+            .arg("--help")
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let help = String::from_utf8(help).unwrap();
+        let page = fs::read_to_string(format!("{}/man/{name}.1", env!("CARGO_MANIFEST_DIR")))
+            .unwrap_or_else(|_| panic!("man/{name}.1 exists"));
+        let page = page.replace("\\-", "-");
+        let mut flags = 0;
+        for word in
+            help.split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']' || c == '=')
+        {
+            if word.starts_with("--")
+                && word.len() > 2
+                && word[2..]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-')
+            {
+                flags += 1;
+                assert!(page.contains(word), "man/{name}.1 does not mention {word}");
+            }
+        }
+        assert!(flags >= 5, "{name} --help lists flags");
+    }
+}
