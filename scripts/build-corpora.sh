@@ -26,6 +26,7 @@ WORK=$OUT/.build
 DEBS=$WORK/debs
 X=$WORK/x
 export LC_ALL=C
+unset PERL_UNICODE # perl must read and write bytes
 
 # name=version, in stream order. A pinned version that has left the archive makes
 # apt-get fail: update the pin, rebuild, and record the new sha256s in BENCHMARKS.md.
@@ -65,8 +66,9 @@ HANDBOOK_LANGS=(en-US ar-MA ja-JP ru-RU el-GR ko-KR zh-CN fa-IR zh-TW vi-VN de-D
   es-ES it-IT pt-BR pl-PL cs-CZ tr-TR nl-NL sv-SE da-DK nb-NO ro-RO hr-HR id-ID ca-ES)
 
 # HTML to text, byte-wise and deterministic: drop script/style, drop tags, decode the
-# entities the handbook uses, trim trailing blanks and squeeze blank lines.
-HTML2TEXT='undef $/; my $s = <STDIN>;
+# entities the handbook uses, trim trailing blanks and squeeze blank lines; each file's
+# text is followed by a newline.
+HTML2TEXT='for my $f (@ARGV) { open(my $fh, "<", $f) or die "$f: $!\n"; local $/; my $s = <$fh>;
 $s =~ s/<(script|style)\b.*?<\/\1>//gis;
 $s =~ s/<[^>]*>//gs;
 $s =~ s/&#x([0-9a-fA-F]+);/my $c = chr(hex $1); utf8::encode($c); $c/ge;
@@ -74,7 +76,11 @@ $s =~ s/&#(\d+);/my $c = chr($1); utf8::encode($c); $c/ge;
 my %e = (lt => "<", gt => ">", amp => "&", quot => "\"", apos => "\x27", nbsp => "\xC2\xA0");
 $s =~ s/&(lt|gt|amp|quot|apos|nbsp);/$e{$1}/g;
 $s =~ s/[ \t]+\n/\n/g; $s =~ s/\n{3,}/\n\n/g; $s =~ s/\A\s+//;
-print $s;'
+print $s, "\n"; }'
+# Files (or stdin) as they are, each ending with a newline.
+CAT_LINES='@ARGV = ("-") unless @ARGV;
+for my $f (@ARGV) { my $fh = \*STDIN; $f eq "-" or open($fh, "<", $f) or die "$f: $!\n";
+  local $/; my $s = <$fh>; print $s; print "\n" if length($s) && substr($s, -1) ne "\n"; }'
 
 say() { printf '%s\n' "$*" >&2; }
 
@@ -95,7 +101,6 @@ download() {
 }
 
 # Emits one package's text on stdout; every file's text ends with a newline.
-emit_file() { cat "$1"; [ -s "$1" ] && [ "$(tail -c 1 "$1" | od -An -tx1 | tr -d ' ')" != 0a ] && echo; true; }
 
 extract() {
   local name=$1 dir=$X/$1 f
@@ -105,18 +110,18 @@ extract() {
     fortunes*)
       # The cookie files themselves: not the strfile indexes (.dat), not symlinks.
       find "$dir/usr/share/games/fortunes" -type f ! -name '*.dat' | sort |
-        while read -r f; do emit_file "$f"; done ;;
+        xargs -r -d '\n' perl -e "$CAT_LINES" ;;
     debian-reference-*)
       zcat "$dir"/usr/share/debian-reference/debian-reference.*.txt.gz ;;
     debian-handbook)
       local l
       for l in "${HANDBOOK_LANGS[@]}"; do
         find "$dir/usr/share/doc/debian-handbook/html/$l" -maxdepth 1 -type f -name '*.html' | sort |
-          while read -r f; do perl -e "$HTML2TEXT" <"$f"; echo; done
+          xargs -r -d '\n' perl -e "$HTML2TEXT"
       done ;;
     manpages-*)
       find "$dir/usr/share/man" -type f -name '*.gz' | sort |
-        while read -r f; do zcat "$f" >"$WORK/page"; emit_file "$WORK/page"; done ;;
+        while read -r f; do zcat "$f" | perl -e "$CAT_LINES"; done ;;
     *) say "build-corpora: no extractor for $name"; exit 1 ;;
   esac
 }
@@ -144,7 +149,7 @@ fi
 say "build-corpora: stream of $(wc -c <"$STREAM") bytes"
 cut_prefix "$STREAM" 27000000 "$OUT/mixed-27M.txt"
 cut_prefix "$STREAM" 100000000 "$OUT/mixed-100M.txt"
-rm -f "$STREAM" "$WORK/page"
+rm -f "$STREAM"
 
 TS=""
 for c in "$ROOT"/tests/fixtures/*/taylorswift.txt "$ROOT"/tests/fixtures/taylorswift.txt \
