@@ -193,8 +193,13 @@ if want seed; then
     A=$T AC=$C
   fi
   if peers; then
-    bench_peer "seed's Python BPE.train (python3)" "$TSB" seed "$TS" --vocab-size 512
+    bench_peer "seed's Python BPE.train (python3)" "$TSB" seed "$TS" --vocab-size 512 --dump "$OUT/seed512.txt"
     B=$P BC=$C
+  fi
+  if [ -n "$A" ] && [ -n "$B" ]; then
+    "$PY" "$PEERS" pairs "$OUT/ts512.json" >"$OUT/ours512.txt" 2>>"$LOG"
+    cmp -s "$OUT/ours512.txt" "$OUT/seed512.txt" && summary "merges identical to the seed's: yes" ||
+      summary "merges identical to the seed's: **NO**"
   fi
   [ -n "$A" ] && [ -n "$B" ] && summary "speed-up over the seed: **$(ratio "$B" "$A")×** (target ≥ 1000×); by CPU time $(ratio "$BC" "$AC")×"
 fi

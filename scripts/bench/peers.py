@@ -1,6 +1,6 @@
 """Runs one peer tool on one file, for scripts/bench.sh.
 
-Each subcommand reads FILE, does its work once, and prints one line of `key=value`
+Each subcommand (but `pairs`) reads FILE, does its work once, and prints one line of `key=value`
 figures on stdout: `seconds` is the work alone (after imports and reading the file),
 plus what lets bench.sh check the result (merges learned, tokens produced). Wall time
 and peak memory of the whole process are measured outside, by /usr/bin/time.
@@ -38,7 +38,7 @@ def blocks(text, lines_per_block=1000):
     return ["".join(lines[i : i + lines_per_block]) for i in range(0, len(lines), lines_per_block)]
 
 
-def seed_train(path, vocab_size):
+def seed_train(path, vocab_size, dump):
     """The seed's BPE.train (tokenizer-and-self-attention.txt), its algorithm as written.
 
     Recounts every pair on each round and rebuilds the id list on each merge, exactly
@@ -70,6 +70,21 @@ def seed_train(path, vocab_size):
         merges[pair] = idx
     dt = time.perf_counter() - t0
     print(f"seconds={dt:.3f} merges={len(merges)}")
+    if dump:
+        with open(dump, "w") as f:
+            for (a, b), _ in sorted(merges.items(), key=lambda kv: kv[1]):
+                f.write(f"{a} {b}\n")
+
+
+def model_pairs(path):
+    """The merges of one of our model files, as `seed --dump` writes them."""
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            if "pair" in rec:
+                print(*rec["pair"])
 
 
 def rustbpe_train(path, vocab_size):
@@ -156,14 +171,17 @@ def tiktoken_encode(path, name, vocab_dir):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("tool", choices=["seed", "rustbpe", "hf", "spm", "tiktoken"])
+    p.add_argument("tool", choices=["seed", "rustbpe", "hf", "spm", "tiktoken", "pairs"])
     p.add_argument("file")
     p.add_argument("--vocab-size", type=int, default=32768)
     p.add_argument("--encoding", default="o200k_base")
     p.add_argument("--vocab-dir", default="")
+    p.add_argument("--dump", default="", help="seed: write its merges here, one pair a line")
     a = p.parse_args()
     if a.tool == "seed":
-        seed_train(a.file, a.vocab_size)
+        seed_train(a.file, a.vocab_size, a.dump)
+    elif a.tool == "pairs":
+        model_pairs(a.file)
     elif a.tool == "rustbpe":
         rustbpe_train(a.file, a.vocab_size)
     elif a.tool == "hf":
