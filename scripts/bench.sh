@@ -73,8 +73,9 @@ if peers && [ -z "$PY" ]; then
   PY=$VENV/bin/python
   if [ ! -x "$PY" ] || ! "$PY" -c 'import tiktoken, rustbpe, tokenizers, sentencepiece' 2>/dev/null; then
     note "bench: creating $VENV with ${PIP_PINS[*]}"
-    python3 -m venv "$VENV" && "$VENV/bin/pip" install -q "${PIP_PINS[@]}" ||
-      { note "bench: could not create the venv (set BENCH_PYTHON to a python with the peers)"; exit 1; }
+    if ! { python3 -m venv "$VENV" && "$VENV/bin/pip" install -q "${PIP_PINS[@]}"; }; then
+      note "bench: could not create the venv (set BENCH_PYTHON to a python with the peers)"; exit 1
+    fi
   fi
 fi
 
@@ -198,8 +199,8 @@ if want seed; then
   fi
   if [ -n "$A" ] && [ -n "$B" ]; then
     "$PY" "$PEERS" pairs "$OUT/ts512.json" >"$OUT/ours512.txt" 2>>"$LOG"
-    cmp -s "$OUT/ours512.txt" "$OUT/seed512.txt" && summary "merges identical to the seed's: yes" ||
-      summary "merges identical to the seed's: **NO**"
+    if cmp -s "$OUT/ours512.txt" "$OUT/seed512.txt"; then summary "merges identical to the seed's: yes"
+    else summary "merges identical to the seed's: **NO**"; fi
   fi
   [ -n "$A" ] && [ -n "$B" ] && summary "speed-up over the seed: **$(ratio "$B" "$A")×** (target ≥ 1000×); by CPU time $(ratio "$BC" "$AC")×"
 fi
@@ -301,12 +302,14 @@ if want decode && ours; then
   if [ -s "$OUT/ids-32k.jsonl" ]; then
     bench_ours "bpe-decode (none-32k ids, lines)" "$BYTES" "$OUT/decoded.txt" "MB/s of text written" \
       "$BIN/bpe-decode" -q "$OUT/ids-32k.jsonl"
-    same_as_corpus "$OUT/decoded.txt" lines && summary "line-mode round trip: exact" || summary "line-mode round trip: DIFFERS"
+    if same_as_corpus "$OUT/decoded.txt" lines; then summary "line-mode round trip: exact"
+    else summary "line-mode round trip: **DIFFERS**"; fi
   fi
   if [ -s "$OUT/ids-o200k_base.jsonl" ]; then
     bench_ours "bpe-decode --whole (o200k_base ids)" "$BYTES" "$OUT/decoded.txt" "MB/s of text written" \
       "$BIN/bpe-decode" -q --whole "$OUT/ids-o200k_base.jsonl"
-    same_as_corpus "$OUT/decoded.txt" whole && summary "--whole round trip: exact" || summary "--whole round trip: DIFFERS"
+    if same_as_corpus "$OUT/decoded.txt" whole; then summary "--whole round trip: exact"
+    else summary "--whole round trip: **DIFFERS**"; fi
   fi
   rm -f "$OUT/decoded.txt"
 fi

@@ -68,6 +68,7 @@ HANDBOOK_LANGS=(en-US ar-MA ja-JP ru-RU el-GR ko-KR zh-CN fa-IR zh-TW vi-VN de-D
 # HTML to text, byte-wise and deterministic: drop script/style, drop tags, decode the
 # entities the handbook uses, trim trailing blanks and squeeze blank lines; each file's
 # text is followed by a newline.
+# shellcheck disable=SC2016 # perl code, expanded by perl
 HTML2TEXT='for my $f (@ARGV) { open(my $fh, "<", $f) or die "$f: $!\n"; local $/; my $s = <$fh>;
 $s =~ s/<(script|style)\b.*?<\/\1>//gis;
 $s =~ s/<[^>]*>//gs;
@@ -78,6 +79,7 @@ $s =~ s/&(lt|gt|amp|quot|apos|nbsp);/$e{$1}/g;
 $s =~ s/[ \t]+\n/\n/g; $s =~ s/\n{3,}/\n\n/g; $s =~ s/\A\s+//;
 print $s, "\n"; }'
 # Files (or stdin) as they are, each ending with a newline.
+# shellcheck disable=SC2016
 CAT_LINES='@ARGV = ("-") unless @ARGV;
 for my $f (@ARGV) { my $fh = \*STDIN; $f eq "-" or open($fh, "<", $f) or die "$f: $!\n";
   local $/; my $s = <$fh>; print $s; print "\n" if length($s) && substr($s, -1) ne "\n"; }'
