@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks bpe-train, bpe-encode and bpe-decode against their peers, as whole commands
 # on the corpora of scripts/build-corpora.sh, and prints a Markdown table of figures:
-# wall time, peak resident memory, throughput, and the ratios the issues set as targets.
+# wall time, CPU time, peak resident memory, throughput, and the ratios the issues set as targets.
 #
 # Usage: scripts/bench.sh [CORPUS] [SECTION...]
 #   CORPUS    the text for the 27 MB sections (default bench/corpora/mixed-27M.txt)
@@ -46,7 +46,7 @@ for a in "$@"; do
   case $a in
     seed | train | train100 | split | encode | decode | word) SECTIONS+=("$a") ;;
     peers | ours) WHO=$a ;;
-    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) if [ -f "$a" ]; then CORPUS=$a; else echo "bench: no such section or file: $a" >&2; exit 2; fi ;;
   esac
 done
