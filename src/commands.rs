@@ -301,21 +301,38 @@ impl EncodeStats {
 
 enum AnyEncoder<'m> {
     Bpe(Encoder<'m>),
-    Word(&'m crate::model::WordModel),
+    Word(crate::word::WordEncoder),
 }
 
 impl AnyEncoder<'_> {
     fn batch(&self, records: &[&[u8]], threads: usize) -> Vec<Vec<u32>> {
         match self {
             AnyEncoder::Bpe(enc) => encode_batch(enc, records, threads),
-            AnyEncoder::Word(model) => records
-                .iter()
-                .map(|r| {
-                    let mut ids = Vec::new();
-                    crate::word::encode(model, r, &mut ids);
-                    ids
+            AnyEncoder::Word(enc) => {
+                let encode_all = |part: &[&[u8]]| -> Vec<Vec<u32>> {
+                    part.iter()
+                        .map(|r| {
+                            let mut ids = Vec::new();
+                            enc.encode(r, &mut ids);
+                            ids
+                        })
+                        .collect()
+                };
+                if threads < 2 || records.len() < 64 {
+                    return encode_all(records);
+                }
+                let per = records.len().div_ceil(threads);
+                std::thread::scope(|scope| {
+                    let parts: Vec<_> = records
+                        .chunks(per)
+                        .map(|part| scope.spawn(move || encode_all(part)))
+                        .collect();
+                    parts
+                        .into_iter()
+                        .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                        .collect()
                 })
-                .collect(),
+            }
         }
     }
 }
@@ -332,7 +349,7 @@ pub fn encode(
             if config.allowed_special != AllowedSpecial::None {
                 return Err(Error::usage("--allowed-special applies to BPE models only"));
             }
-            AnyEncoder::Word(model)
+            AnyEncoder::Word(crate::word::WordEncoder::new(model))
         }
     };
     let unk = match &config.model {
@@ -377,8 +394,8 @@ pub fn encode(
         let mut ids = Vec::new();
         match &encoder {
             AnyEncoder::Bpe(enc) => enc.encode_whole_parallel(&text, config.threads, &mut ids),
-            AnyEncoder::Word(model) => {
-                crate::word::encode(model, &text, &mut ids);
+            AnyEncoder::Word(enc) => {
+                enc.encode(&text, &mut ids);
             }
         }
         emit(&ids, text.len(), &mut stats, true)?;

@@ -301,6 +301,12 @@ fn fast_equals_regex_on_random_text() {
             let text = text.as_bytes();
             assert_same(name, text, &f.chunks(text), &r.chunks(text));
         }
+        // A few large texts (about 100 KB each).
+        for _ in 0..3 {
+            let text = random_text(&mut rng, 20_000);
+            let text = text.as_bytes();
+            assert_same(name, text, &f.chunks(text), &r.chunks(text));
+        }
     }
 }
 
@@ -354,16 +360,11 @@ fn invalid_bytes_are_chunks_of_their_own() {
 fn fast_equals_regex_on_multilingual_fixture() {
     let text = fixture("multilingual.txt");
     for (name, pattern) in PRESETS {
-        let got = fast(pattern).chunks(&text);
-        assert_same(name, &text, &got, &slow(pattern).chunks(&text));
+        let (f, r) = (fast(pattern), slow(pattern));
+        assert_same(name, &text, &f.chunks(&text), &r.chunks(&text));
         // Every line on its own, too (ends of text in many places).
         for line in text.split_inclusive(|&b| b == b'\n') {
-            assert_same(
-                name,
-                line,
-                &fast(pattern).chunks(line),
-                &slow(pattern).chunks(line),
-            );
+            assert_same(name, line, &f.chunks(line), &r.chunks(line));
         }
     }
 }
@@ -519,14 +520,14 @@ fn counting_single_parallel_streaming_agree() {
 fn streaming_with_tiny_blocks_equals_whole() {
     let mut rng = Rng(17);
     for (name, pattern) in PRESETS {
-        let f = fast(pattern);
+        let (f, r) = (fast(pattern), slow(pattern));
         for _ in 0..100 {
             let mut text = random_text(&mut rng, 60).into_bytes();
             if rng.below(4) == 0 {
                 let at = rng.below(text.len() + 1);
                 text.insert(at, 0x80);
             }
-            let want = naive_counts(&slow(pattern).chunks(&text));
+            let want = naive_counts(&r.chunks(&text));
             let mut counter = ChunkCounter::new(&f, 1 + rng.below(2));
             counter.set_batch(1 + rng.below(8));
             let mut at = 0;
@@ -566,4 +567,83 @@ fn invalid_custom_pattern_is_a_usage_error() {
         "{}",
         err.message()
     );
+}
+
+/// Throughput figures, not a check: `PRETOK_BENCH_CORPUS=FILE cargo test --release --test
+/// integration bench_pretokenize -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn bench_pretokenize() {
+    let Ok(path) = std::env::var("PRETOK_BENCH_CORPUS") else {
+        return;
+    };
+    let text = std::fs::read(path).unwrap();
+    let mb = text.len() as f64 / 1e6;
+    // CPU time of this thread (the machine may be shared): /proc/thread-self/schedstat.
+    let cpu = || -> f64 {
+        let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+        s.split_whitespace()
+            .next()
+            .and_then(|t| t.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1e9
+    };
+    let time = |f: &mut dyn FnMut() -> usize| {
+        let mut best = f64::MAX;
+        let mut n = 0;
+        for _ in 0..3 {
+            let t = cpu();
+            n = f();
+            best = best.min(cpu() - t);
+        }
+        (best, n)
+    };
+    let wall = |f: &mut dyn FnMut() -> usize| {
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            f();
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        best
+    };
+    println!("corpus: {mb:.1} MB");
+    for (name, pattern) in PRESETS {
+        let (f, r) = (fast(pattern), slow(pattern));
+        let (tf, nf) = time(&mut || {
+            let mut n = 0;
+            f.split(&text, &mut |_| n += 1);
+            n
+        });
+        let (tr, nr) = time(&mut || {
+            let mut n = 0;
+            r.split(&text, &mut |_| n += 1);
+            n
+        });
+        assert_eq!(nf, nr);
+        let (c1, d1) = time(&mut || count_chunks(&text, &f, 1).len());
+        // Process CPU (all threads), in clock ticks of 10 ms: /proc/self/stat.
+        let proc_cpu = || -> f64 {
+            let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+            let rest = s.rsplit(')').next().unwrap_or("");
+            let f: Vec<f64> = rest
+                .split_whitespace()
+                .map(|x| x.parse().unwrap_or(0.0))
+                .collect();
+            (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / 100.0
+        };
+        let p0 = proc_cpu();
+        for _ in 0..5 {
+            count_chunks(&text, &f, 2);
+        }
+        let p2 = (proc_cpu() - p0) / 5.0;
+        let w1 = wall(&mut || count_chunks(&text, &f, 1).len());
+        let w2 = wall(&mut || count_chunks(&text, &f, 2).len());
+        println!(
+            "{name:7} split fast {:7.1} MB/s  fancy-regex {:6.1} MB/s ({:4.1}x)  count_chunks cpu 1 thread {c1:.3} s, 2 threads {p2:.2} s in all; wall 1 thread {w1:.3} s, 2 threads {w2:.3} s ({nf} chunks, {d1} distinct)",
+            mb / tf,
+            mb / tr,
+            tr / tf,
+        );
+    }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 use toksuite::model::{ModelSource, WordModel};
-use toksuite::word::{self, WordCounter, WordStats};
+use toksuite::word::{self, WordCounter, WordEncoder, WordStats};
 use toksuite::ErrorKind;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/word");
@@ -84,6 +84,16 @@ fn seed_vocabulary_ids_and_unknown_words() {
     assert_eq!(ids, [0, 4, 5, 2, 1, 3]);
     ids.clear();
     assert_eq!(word::encode(&model, b"Life is sweet", &mut ids), 1);
+    assert_eq!(ids, [0, 4, 6]);
+    let encoder = WordEncoder::new(&model);
+    ids.clear();
+    assert_eq!(
+        encoder.encode(b"Life is short eat dessert first", &mut ids),
+        0
+    );
+    assert_eq!(ids, [0, 4, 5, 2, 1, 3]);
+    ids.clear();
+    assert_eq!(encoder.encode(b"Life is sweet", &mut ids), 1);
     assert_eq!(ids, [0, 4, 6]);
     let mut text = Vec::new();
     word::decode(&model, &[0, 4, 5, 6], &mut text).unwrap();
@@ -483,6 +493,10 @@ const PIECES: &[&[u8]] = &[
     b"\xa0",
     b"\xe2\x80",
     b"\xe1\x9a",
+    // Words around 23 bytes, the longest that hash tables keep inline.
+    b"aaaaaaaaaaaaaaaaaaaaaa",
+    b"aaaaaaaaaaaaaaaaaaaaaaa",
+    b"aaaaaaaaaaaaaaaaaaaaaaaa",
 ];
 
 fn random_text(rng: &mut Rng, max_pieces: usize) -> Vec<u8> {
@@ -651,6 +665,13 @@ fn encode_and_decode_match_naive_on_random_texts() {
         let record = random_text(&mut rng, 60);
         let mut ids = Vec::new();
         let unknown = word::encode(&model, &record, &mut ids);
+        let mut fast = vec![7];
+        let fast_unknown = WordEncoder::new(&model).encode(&record, &mut fast);
+        assert_eq!(
+            (&fast[1..], fast_unknown),
+            (&ids[..], unknown),
+            "{record:?}"
+        );
         let split = naive_split(&record);
         let expected: Vec<u32> = split
             .iter()
@@ -675,5 +696,110 @@ fn encode_and_decode_match_naive_on_random_texts() {
             })
             .collect();
         assert_eq!(out, joined.join(&b' '), "{record:?}");
+    }
+}
+
+#[test]
+fn words_differing_only_in_trailing_nuls_or_length_stay_apart() {
+    let long23 = "b".repeat(23);
+    let long24 = "b".repeat(24);
+    let text = format!("a a\0 a\0\0 {long23} {long24} {long23}\0 a");
+    let model = word::train(text.as_bytes(), None, 1).unwrap();
+    assert_eq!(model.words.len(), 6);
+    assert_eq!(model.counts, [2, 1, 1, 1, 1, 1]);
+    let encoder = WordEncoder::new(&model);
+    let mut ids = Vec::new();
+    encoder.encode(text.as_bytes(), &mut ids);
+    assert_eq!(ids, [0, 1, 2, 3, 5, 4, 0]);
+    let mut out = Vec::new();
+    word::decode(&model, &ids, &mut out).unwrap();
+    assert_eq!(out, text.as_bytes());
+}
+
+// ---------------------------------------------------------------------------------------
+// The seed in one pipe, with the built binaries.
+
+#[test]
+fn seed_pipeline_script_prints_the_seeds_attention_table() {
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_bpe-train"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("word-seed-pipeline");
+    let _ = std::fs::remove_dir_all(&dir);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/seed-pipeline.sh");
+    let output = std::process::Command::new("sh")
+        .arg(script)
+        .arg(&dir)
+        .env("TOKSUITE_BIN", &bin_dir)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The vocabulary is the seed's, written as the golden model file.
+    assert_eq!(
+        std::fs::read(dir.join("words.json")).unwrap(),
+        fixture("seed-words.json")
+    );
+    // One line: the seed's 6x4 table (printed there to 4 decimals; attn agrees with
+    // PyTorch to 1e-4).
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    let got: Vec<Vec<f64>> = serde_json::from_str(lines[0]).unwrap();
+    let want: Vec<Vec<f64>> = serde_json::from_slice(&fixture("seed-context.json")).unwrap();
+    assert_eq!(got.len(), 6);
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g.len(), 4);
+        for (a, b) in g.iter().zip(w) {
+            assert!((a - b).abs() <= 1.5e-4, "{got:?} vs {want:?}");
+        }
+    }
+}
+
+#[test]
+fn the_plain_line_fast_path_reads_what_the_json_parser_reads() {
+    let mut rng = Rng(0x5eed_0005);
+    for _ in 0..200 {
+        let text = random_text(&mut rng, 80);
+        let model = word::train(&text, None, 1).unwrap();
+        let mut file = Vec::new();
+        word::write_model(&mut file, &model).unwrap();
+        // The same lines re-serialized by serde_json (keys sorted, so not the fast form).
+        let mut resorted = Vec::new();
+        for line in file.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let value: Value = serde_json::from_slice(line).unwrap();
+            resorted.extend_from_slice(serde_json::to_string(&value).unwrap().as_bytes());
+            resorted.push(b'\n');
+        }
+        let fast = parse_file(&file).unwrap();
+        let slow = parse_file(&resorted).unwrap();
+        assert_eq!(fast.words, slow.words);
+        assert_eq!(fast.counts, slow.counts);
+        assert_eq!(fast.words, model.words);
+    }
+    let header = "{\"kind\":\"word\",\"version\":1}\n";
+    for (line, ok) in [
+        ("{\"id\":0,\"word\":\"a\"}", true),
+        ("{\"id\":0,\"word\":\"a\",\"count\":3}\r", true),
+        ("{\"id\": 0, \"word\": \"a\"}", true),
+        ("{\"id\":0,\"word\":\"\\u0061\"}", true),
+        ("{\"id\":00,\"word\":\"a\"}", false),
+        ("{\"id\":0,\"word\":\"a\",\"count\":01}", false),
+        ("{\"id\":0,\"word\":\"a\"}}", false),
+        (
+            "{\"id\":0,\"word\":\"a\",\"count\":99999999999999999999}",
+            false,
+        ),
+        ("{\"id\":0,\"word\":\"a\tb\"}", false),
+    ] {
+        let result = parse_file(format!("{header}{line}\n").as_bytes());
+        assert_eq!(result.is_ok(), ok, "{line}: {result:?}");
+        if let Ok(model) = result {
+            assert_eq!(model.words, ["a"]);
+        }
     }
 }

@@ -1,1 +1,0 @@
-//! attn (stub, being written).

@@ -1,0 +1,47 @@
+//! The materialised path: whole score and weight matrices (t x s per head), computed
+//! the way the seed's code does, for `--print scores|weights`. Simple loops in f32; the
+//! fast kernel never builds these matrices.
+
+use super::kernel::{Shape, View};
+
+/// Raw scores `q_i . k_j` (unscaled, unmasked, as the seed's `attn_scores`): t rows of
+/// `heads * s`, head after head within a row.
+pub fn scores(shape: &Shape, q: View, k: View) -> Vec<f32> {
+    let (h, dk, t, s) = (shape.heads, shape.d_kq, shape.t, shape.s);
+    let mut out = vec![0f32; t * h * s];
+    for i in 0..t {
+        for hi in 0..h {
+            let qi = &q.data[q.offset + i * q.stride + hi * dk..][..dk];
+            for j in 0..s {
+                let kj = &k.data[k.offset + j * k.stride + hi * dk..][..dk];
+                out[(i * h + hi) * s + j] = qi.iter().zip(kj).map(|(a, b)| a * b).sum();
+            }
+        }
+    }
+    out
+}
+
+/// Attention weights `softmax(scale * scores)` per row, with 0 where the causal mask
+/// hides a key: t rows of `heads * s`.
+pub fn weights(shape: &Shape, q: View, k: View) -> Vec<f32> {
+    let s = shape.s;
+    let mut out = scores(shape, q, k);
+    for (row_i, row) in out.chunks_mut(s.max(1)).enumerate() {
+        let i = row_i / shape.heads;
+        let visible = if shape.causal { (i + 1).min(s) } else { s };
+        let mx = row[..visible]
+            .iter()
+            .map(|&x| x * shape.scale)
+            .fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0f32;
+        for x in row[..visible].iter_mut() {
+            *x = (*x * shape.scale - mx).exp();
+            sum += *x;
+        }
+        for x in row[..visible].iter_mut() {
+            *x /= sum;
+        }
+        row[visible..].fill(0.0);
+    }
+    out
+}

@@ -1,0 +1,411 @@
+//! attn as a command: the seed's tables, PyTorch goldens (multi-head, causal, cross,
+//! both normal_ kernels), bad input, exit codes, pipes, and the man page.
+
+use std::path::Path;
+
+use predicates::prelude::*;
+use serde_json::Value;
+
+use crate::common::{scratch, tool};
+
+const SEED_TABLE: &str = "[[-0.1564,0.1028,-0.0763,-0.0764],[0.5313,1.3607,0.7891,1.3110],\
+[-0.3542,-0.1234,-0.2627,-0.3706],[0.0071,0.3345,0.0969,0.1998],\
+[0.1008,0.4780,0.2021,0.3674],[-0.5296,-0.2799,-0.4107,-0.6006]]\n";
+
+fn goldens(flavour: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/fixtures/attn/goldens-{flavour}.json"));
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn default_run_prints_the_seed_table() {
+    let dir = scratch("attn-seed");
+    tool("attn", &dir)
+        .write_stdin("[0,4,5,2,1,3]\n")
+        .assert()
+        .success()
+        .stdout(SEED_TABLE)
+        .stderr("");
+    // Header lines are skipped; each record gives one line.
+    tool("attn", &dir)
+        .write_stdin("{\"model\":\"words.json\"}\n[0,4,5,2,1,3]\n[]\n[0,4,5,2,1,3]")
+        .assert()
+        .success()
+        .stdout(format!("{SEED_TABLE}[]\n{SEED_TABLE}"));
+}
+
+#[test]
+fn x86_kernel_gives_pytorch_x86_digits() {
+    let dir = scratch("attn-x86");
+    let out = tool("attn", &dir)
+        .args(["--normal-fill", "avx2"])
+        .write_stdin("[0,4,5,2,1,3]\n")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text, SEED_TABLE.replace("-0.2627", "-0.2626"));
+}
+
+fn run_case(dir: &Path, case: &Value, extra: &[&str]) -> Vec<Vec<f64>> {
+    let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    for a in case["args"].as_array().unwrap() {
+        let a = a.as_str().unwrap();
+        if a == "CONTEXT" {
+            let path = dir.join("context.jsonl");
+            std::fs::write(&path, format!("{}\n", case["context"])).unwrap();
+            args.push(path.display().to_string());
+        } else {
+            args.push(a.to_string());
+        }
+    }
+    args.extend(["--precision".to_string(), "shortest".to_string()]);
+    let out = tool("attn", dir)
+        .args(&args)
+        .write_stdin(format!("{}\n", case["input"]))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn pytorch_goldens_both_kernels() {
+    let dir = scratch("attn-goldens");
+    for (flavour, extra) in [("scalar", vec![]), ("avx2", vec!["--normal-fill", "avx2"])] {
+        let g = goldens(flavour);
+        for case in g["cases"].as_array().unwrap() {
+            let want = case["output"].as_array().unwrap();
+            let got = run_case(&dir, case, &extra);
+            assert_eq!(got.len(), want.len(), "{flavour} {}", case["name"]);
+            for (i, (gr, wr)) in got.iter().zip(want).enumerate() {
+                let wr = wr.as_array().unwrap();
+                assert_eq!(gr.len(), wr.len());
+                for (j, (g, w)) in gr.iter().zip(wr).enumerate() {
+                    let w = w.as_f64().unwrap();
+                    assert!(
+                        (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                        "{flavour} {}: [{i}][{j}] {g} vs torch {w}",
+                        case["name"]
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn drawn_weights_are_pytorch_bits() {
+    let dir = scratch("attn-bits");
+    for (flavour, fill) in [("scalar", "scalar"), ("avx2", "avx2")] {
+        let g = goldens(flavour);
+        for (shape, want) in g["small_embeddings"].as_object().unwrap() {
+            let (v, d) = shape.split_once('x').unwrap();
+            let path = dir.join(format!("w-{flavour}-{shape}.json"));
+            tool("attn", &dir)
+                .args([
+                    "--vocab-size",
+                    v,
+                    "--dim",
+                    d,
+                    "--normal-fill",
+                    fill,
+                    "--dump-weights",
+                ])
+                .arg(&path)
+                .write_stdin("")
+                .assert()
+                .success()
+                .stdout("");
+            let w: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            let bits: Vec<u64> = w["embedding"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|r| r.as_array().unwrap().clone())
+                .map(|x| (x.as_f64().unwrap() as f32).to_bits() as u64)
+                .collect();
+            let want: Vec<u64> = want["bits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap())
+                .collect();
+            assert_eq!(bits, want, "{flavour} {shape}");
+        }
+        // The seed's weights.
+        let path = dir.join(format!("seed-{flavour}.json"));
+        tool("attn", &dir)
+            .args(["--normal-fill", fill, "--dump-weights"])
+            .arg(&path)
+            .write_stdin("")
+            .assert()
+            .success();
+        let w: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        for (k, name) in ["W_query", "W_key", "W_value"].iter().enumerate() {
+            let bits: Vec<u64> = w["heads"][0][name]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|r| r.as_array().unwrap().clone())
+                .map(|x| (x.as_f64().unwrap() as f32).to_bits() as u64)
+                .collect();
+            let want: Vec<u64> = g["weights_bits"][k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap())
+                .collect();
+            assert_eq!(bits, want, "{flavour} {name}");
+        }
+        let emb = &w["embedding"];
+        let bits: Vec<u64> = (0..6)
+            .flat_map(|r| emb[r].as_array().unwrap().clone())
+            .map(|x| (x.as_f64().unwrap() as f32).to_bits() as u64)
+            .collect();
+        let want: Vec<u64> = g["embedding_rows_0_5_bits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        assert_eq!(bits, want, "{flavour} embedding");
+        // Loading the dump reproduces the drawn run exactly.
+        let direct = tool("attn", &dir)
+            .args(["--normal-fill", fill, "--precision", "shortest"])
+            .write_stdin("[0,4,5,2,1,3]\n")
+            .output()
+            .unwrap();
+        tool("attn", &dir)
+            .args(["--precision", "shortest", "--weights"])
+            .arg(&path)
+            .write_stdin("[0,4,5,2,1,3]\n")
+            .assert()
+            .success()
+            .stdout(direct.stdout);
+    }
+}
+
+#[test]
+fn vectors_mode_and_weights_without_embedding() {
+    let dir = scratch("attn-vectors");
+    // The seed's embedded sentence given as vectors, with the seed's drawn weights.
+    let rows = "[[0.3374,-0.1778,-0.3035],[0.1794,1.8951,0.4954],[0.2692,-0.0770,-1.0205],\
+                [-0.2196,-0.3792,0.7671],[-0.5880,0.3486,0.6603],[-1.1925,0.6984,-1.4097]]\n";
+    tool("attn", &dir)
+        .args(["--vectors", "--precision", "2"])
+        .write_stdin(rows)
+        .assert()
+        .success()
+        .stdout(predicate::str::starts_with(
+            "[[-0.16,0.10,-0.08,-0.08],[0.53,1.36,0.79,1.31],",
+        ));
+    let w = r#"{"heads":[{"W_query":[[1],[0]],"W_key":[[1],[0]],"W_value":[[1,0],[0,1]]}]}"#;
+    std::fs::write(dir.join("w.json"), w).unwrap();
+    tool("attn", &dir)
+        .args(["--weights", "w.json", "--vectors", "--precision", "3"])
+        .write_stdin("[[0,1],[0,3]]\n")
+        .assert()
+        .success()
+        .stdout("[[0.000,2.000],[0.000,2.000]]\n");
+    tool("attn", &dir)
+        .args(["--weights", "w.json"])
+        .write_stdin("[0]\n")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("no embedding"));
+}
+
+fn fails(dir: &Path, args: &[&str], stdin: &str, code: i32, message: &str) {
+    tool("attn", dir)
+        .args(args)
+        .write_stdin(stdin.to_string())
+        .assert()
+        .code(code)
+        .stderr(predicate::str::starts_with("attn: error: "))
+        .stderr(predicate::str::contains(message));
+}
+
+#[test]
+fn bad_input_is_an_error_with_its_place() {
+    let dir = scratch("attn-bad");
+    fails(
+        &dir,
+        &[],
+        "[0]\n[50000]\n",
+        1,
+        "<stdin>:2: id 50000 is not in the vocabulary (size 50000)",
+    );
+    fails(&dir, &[], "[0,-1]\n", 1, "<stdin>:1:");
+    fails(&dir, &[], "[0,1\n", 1, "<stdin>:1:");
+    fails(
+        &dir,
+        &["--vectors"],
+        "[[1,2,3],[1,2]]\n",
+        1,
+        "<stdin>:1: row 1 has 2 numbers, expected 3",
+    );
+    fails(
+        &dir,
+        &["--vectors"],
+        "[[1,2,3],[1,2,NaN]]\n",
+        1,
+        "<stdin>:1:",
+    );
+    fails(
+        &dir,
+        &["--vectors"],
+        "[[1,2,3],[1,2,1e39]]\n",
+        1,
+        "not a finite float32",
+    );
+    // Output before the bad record has been written.
+    tool("attn", &dir)
+        .write_stdin("[0,4,5,2,1,3]\n[99999]\n")
+        .assert()
+        .code(1)
+        .stdout(SEED_TABLE);
+    std::fs::write(dir.join("ctx.jsonl"), "[1,2]\n[3]\n").unwrap();
+    fails(
+        &dir,
+        &["--context", "ctx.jsonl"],
+        "[0]\n[1]\n[2]\n",
+        1,
+        "<stdin>:3: record 3 has no partner in the context file ctx.jsonl",
+    );
+    fails(
+        &dir,
+        &["--context", "ctx.jsonl"],
+        "[0]\n",
+        1,
+        "ctx.jsonl:2: the context file has more records",
+    );
+    tool("attn", &dir)
+        .args(["--context", "ctx.jsonl", "--precision", "1"])
+        .write_stdin("[0]\n{\"model\":\"x\"}\n[1,2]\n")
+        .assert()
+        .success()
+        .stdout(predicate::function(|s: &str| s.lines().count() == 2));
+    let nan = r#"{"heads":[{"W_query":[[1]],"W_key":[[1]],"W_value":[[NaN]]}]}"#;
+    std::fs::write(dir.join("nan.json"), nan).unwrap();
+    fails(
+        &dir,
+        &["--weights", "nan.json", "--vectors"],
+        "[[1]]\n",
+        1,
+        "nan.json:",
+    );
+    let ragged = r#"{"heads":[{"W_query":[[1],[2]],"W_key":[[1]],"W_value":[[1]]}]}"#;
+    std::fs::write(dir.join("ragged.json"), ragged).unwrap();
+    fails(
+        &dir,
+        &["--weights", "ragged.json", "--vectors"],
+        "[[1]]\n",
+        1,
+        "rows of heads[0].W_key: 1, expected 2",
+    );
+    fails(&dir, &["--weights", "missing.json"], "", 1, "missing.json");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = scratch("attn-usage");
+    for args in [
+        vec!["--heads", "0"],
+        vec!["--vocab-size", "18446744073709551615", "--dim", "9"],
+        vec!["--d-kq", "9223372036854775807"],
+        vec!["--precision", "12"],
+        vec!["--print", "everything"],
+        vec!["--no-such-flag"],
+        vec!["--weights", "w.json", "--heads", "2"],
+    ] {
+        tool("attn", &dir)
+            .args(&args)
+            .write_stdin("")
+            .assert()
+            .code(2);
+    }
+}
+
+#[test]
+fn closed_pipe_is_quiet() {
+    let dir = scratch("attn-pipe");
+    let input = "[0,4,5,2,1,3]\n".repeat(20_000);
+    let mut child = std::process::Command::new("bash")
+        .current_dir(&dir)
+        .arg("-c")
+        .arg(format!(
+            "{} | head -n 1 >/dev/null; echo ${{PIPESTATUS[0]}}",
+            assert_cmd::cargo::cargo_bin("attn").display()
+        ))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        let _ = stdin.write_all(input.as_bytes());
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+#[test]
+fn output_file_and_long_record() {
+    let dir = scratch("attn-long");
+    let ids: Vec<String> = (0..20_000).map(|i| (i * 7 % 50_000).to_string()).collect();
+    tool("attn", &dir)
+        .args(["--causal", "-o", "out.jsonl"])
+        .write_stdin(format!("[{}]\n", ids.join(",")))
+        .assert()
+        .success()
+        .stdout("");
+    let v: Value = serde_json::from_slice(&std::fs::read(dir.join("out.jsonl")).unwrap()).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 20_000);
+}
+
+#[test]
+fn every_help_flag_is_in_the_man_page() {
+    let dir = scratch("attn-man");
+    let help = tool("attn", &dir).arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    assert!(
+        help.trim_end().lines().last().unwrap().contains("attn"),
+        "help ends with examples"
+    );
+    let man =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("man/attn.1")).unwrap();
+    let man = man.replace("\\-", "-");
+    let mut flags = 0;
+    for word in help.split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']') {
+        if word.starts_with("--")
+            && word.len() > 2
+            && word[2..]
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            flags += 1;
+            assert!(man.contains(word), "{word} is not in man/attn.1");
+        }
+    }
+    assert!(flags > 15);
+}
