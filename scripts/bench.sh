@@ -17,6 +17,7 @@
 #   BENCH_OUT      folder for models, id streams and the log (default bench/out)
 #   BENCH_NO_BUILD set to skip `cargo build --release`
 #   BENCH_VOCAB_SIZE  vocabulary of the 32k sections (default 32768; smaller for a smoke test)
+#   BENCH_TIMEOUT  seconds after which a command is stopped and reported so (default 600)
 #
 # Threads: our tools use both cores unless -j 1 is shown; rustbpe and HF tokenizers get
 # RAYON_NUM_THREADS=2, sentencepiece num_threads=2; tiktoken's encode_ordinary and the
@@ -40,13 +41,14 @@ export RAYON_NUM_THREADS=2 LC_ALL=C
 
 CORPUS=$CORPORA/mixed-27M.txt
 VS=${BENCH_VOCAB_SIZE:-32768}
+LIMIT=${BENCH_TIMEOUT:-600}
 SECTIONS=()
 WHO=all
 for a in "$@"; do
   case $a in
     seed | train | train100 | split | encode | decode | word) SECTIONS+=("$a") ;;
     peers | ours) WHO=$a ;;
-    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,/^set -uo/{/^set/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
     *) if [ -f "$a" ]; then CORPUS=$a; else echo "bench: no such section or file: $a" >&2; exit 2; fi ;;
   esac
 done
@@ -103,10 +105,11 @@ measure() {
   WALL="" RSS=0 CPU=""
   for ((i = 0; i < runs; i++)); do
     t0=$(date +%s%N)
-    /usr/bin/time -f '%M %U %S' -o "$OUT/time.txt" "$@" >"$outfile" 2>>"$LOG"
+    timeout "$LIMIT" /usr/bin/time -f '%M %U %S' -o "$OUT/time.txt" "$@" >"$outfile" 2>>"$LOG"
     status=$?
+    [ $status -eq 124 ] && { note "bench: over ${LIMIT}s, stopped: $*"; echo "over ${LIMIT}s" >"$OUT/why.txt"; return $status; }
     t1=$(date +%s%N)
-    [ $status -ne 0 ] && { note "bench: failed ($status): $*"; return $status; }
+    [ $status -ne 0 ] && { note "bench: failed ($status): $*"; echo "failed" >"$OUT/why.txt"; return $status; }
     w=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
     read -r r u s < <(tail -n 1 "$OUT/time.txt")
     if [ -z "$WALL" ] || awk -v w="$w" -v m="$WALL" 'BEGIN { exit !(w < m) }'; then
@@ -125,7 +128,7 @@ row() {
     printf "| %s | %.2f | %.2f | %.1f | " (mbs < 10 ? "%.3f" : "%.1f") " | %.2f | %s |\n",
       tool, w, c, r / 1024, mbs, r * 1024 / n, note }'
 }
-failed_row() { printf '| %s | failed | | | | | see bench/out/bench.log |\n' "$1"; }
+failed_row() { printf '| %s | %s | | | | | see bench/out/bench.log |\n' "$1" "$(cat "$OUT/why.txt" 2>/dev/null)"; }
 # Lines said after the current table (ratios, checks).
 SUMMARY=()
 summary() { SUMMARY+=("$*"); }
