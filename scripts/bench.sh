@@ -16,6 +16,7 @@
 #                  2 s are always run 3 times)
 #   BENCH_OUT      folder for models, id streams and the log (default bench/out)
 #   BENCH_NO_BUILD set to skip `cargo build --release`
+#   BENCH_BIN      folder with the binaries to measure (no build then)
 #   BENCH_VOCAB_SIZE  vocabulary of the 32k sections (default 32768; smaller for a smoke test)
 #   BENCH_TIMEOUT  seconds after which a command is stopped and reported so (default 600)
 #
@@ -35,7 +36,7 @@ CORPORA=${BENCH_CORPORA:-$ROOT/bench/corpora}
 OUT=${BENCH_OUT:-$ROOT/bench/out}
 VENV=$ROOT/bench/venv
 PEERS=$ROOT/scripts/bench/peers.py
-BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
+BIN=${BENCH_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release}
 PIP_PINS=(tiktoken==0.14.0 rustbpe==0.1.0 tokenizers==0.23.3 sentencepiece==0.2.3)
 export RAYON_NUM_THREADS=2 LC_ALL=C
 
@@ -65,7 +66,7 @@ note() { printf '%s\n' "$*" >&2; }
 
 # --- setup -----------------------------------------------------------------------------
 
-if ours && [ -z "${BENCH_NO_BUILD:-}" ]; then
+if ours && [ -z "${BENCH_NO_BUILD:-}" ] && [ -z "${BENCH_BIN:-}" ]; then
   note "bench: cargo build --release"
   (cd "$ROOT" && cargo build --release -q) || { note "bench: build failed"; exit 1; }
 fi
