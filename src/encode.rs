@@ -1,84 +1,754 @@
-//! BPE encoding (placeholder: the seed's naive algorithm, until the fast encoder lands).
+//! The BPE encoder: text bytes to token ids, exactly as the seed's `encode` (and, for
+//! rank tables, exactly as tiktoken), one record at a time or spread over threads.
+//!
+//! Semantics. Within one sequence the adjacent pair with the lowest merge id is merged,
+//! leftmost first, until no adjacent pair has a merge. For model files this equals the
+//! seed's "merge every occurrence of the lowest pair, left to right" (a merge only
+//! creates pairs with higher ids, and never recreates the pair it consumed); for
+//! tiktoken rank tables, whose `merge_ids` hold every two-token split of every token,
+//! it is tiktoken's `byte_pair_merge`, including its shortcut that a piece which is
+//! itself a token is emitted whole. With a split pattern each chunk is its own
+//! sequence. Allowed special tokens are found first (leftmost, longest at a position)
+//! and cut the text into segments that are split and encoded separately, as tiktoken
+//! does; special tokens that are not allowed are ordinary text.
+//!
+//! Performance notes:
+//! - Short sequences (under [`SHORT`] bytes) use a flat scan for the lowest pair; longer
+//!   ones a linked list plus a binary heap keyed by `(merge id, position)` with lazy
+//!   deletion, O(n log n): 1 MB of one repeated byte or of letters without spaces stays
+//!   well under a second.
+//! - Split models keep a per-thread chunk -> ids cache (words repeat); rank tables first
+//!   try the whole chunk as a token, which answers most chunks with one lookup.
+//! - Caches live in a pool inside the [`Encoder`], so it is `Sync` and each thread
+//!   borrows one for a batch; a cache is cleared when it reaches [`CACHE_ENTRIES`].
+//! - `--whole` input is cut only where the result cannot change: for `--split none`
+//!   between two bytes that no token contains side by side; with a split pattern where
+//!   the splitter says the chunks stay the same (`Splitter::find_safe_cut`).
 
-use crate::error::Result;
-use crate::model::BpeModel;
+use std::collections::BinaryHeap;
+use std::sync::Mutex;
+
+use ahash::AHashMap;
+
+use crate::error::{Error, Result};
+use crate::model::{BpeModel, ModelSource};
 use crate::pretokenize::Splitter;
 
 /// Which special tokens are recognised in the text (tiktoken's `allowed_special`).
+/// Those not allowed are encoded as ordinary text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AllowedSpecial {
+    /// No special token is recognised.
     None,
+    /// Every special token of the model is recognised.
     All,
+    /// Only these (each must be a special token of the model).
     Some(Vec<String>),
 }
 
-/// An encoder for one model.
+/// Sequences shorter than this use the flat scan rather than the heap (measured: the
+/// scan wins below ~64 tokens, and its cost per merge is tiny).
+const SHORT: usize = 64;
+/// Chunks longer than this are not cached (they rarely repeat).
+const CACHE_MAX_CHUNK: usize = 128;
+/// A cache that reaches this many entries is cleared (bounds memory per thread).
+const CACHE_ENTRIES: usize = 1 << 19;
+/// `--whole` input is cut into pieces of about this size for parallel work.
+const PIECE: usize = 1 << 20;
+/// How far past a target cut position we look for a safe cut.
+const CUT_SEARCH: usize = 1 << 16;
+/// No merge.
+const NONE: u32 = u32::MAX;
+
+/// Per-thread working memory: the chunk cache and reusable buffers.
+#[derive(Default)]
+struct Scratch {
+    cache: ChunkCache,
+    ids: Vec<u32>,
+    ranks: Vec<u32>,
+    next: Vec<u32>,
+    prev: Vec<u32>,
+    heap: BinaryHeap<std::cmp::Reverse<u64>>,
+    pairs: PairCache,
+}
+
+/// log2 of the pair cache's size (32K entries, 384 KB: fits in L2).
+const PAIR_CACHE_BITS: u32 = 15;
+
+/// A direct-mapped cache of pair -> merge id in front of the model's large table.
+struct PairCache {
+    keys: Vec<u64>,
+    ids: Vec<u32>,
+}
+
+impl Default for PairCache {
+    fn default() -> PairCache {
+        // No pair has key u64::MAX: ids stay below u32::MAX.
+        PairCache {
+            keys: vec![u64::MAX; 1 << PAIR_CACHE_BITS],
+            ids: vec![NONE; 1 << PAIR_CACHE_BITS],
+        }
+    }
+}
+
+/// Index of two adjacent bytes in [`Encoder::byte_pairs`].
+#[inline]
+fn byte_pair(w: &[u8]) -> usize {
+    (w[0] as usize) << 8 | w[1] as usize
+}
+
+/// Chunk bytes -> ids, open addressing over one arena: a slot holds the hash, so a
+/// probe touches the slot array and then one arena spot (the key followed by its ids),
+/// two cache misses at most; no allocation per entry. Cleared when full.
+struct ChunkCache {
+    /// `[hash, arena offset, key length | ids length << 16]`; length 0 is empty.
+    slots: Vec<[u32; 3]>,
+    len: usize,
+    /// Each entry: key bytes, then its ids as little-endian u32s.
+    arena: Vec<u8>,
+}
+
+impl Default for ChunkCache {
+    fn default() -> ChunkCache {
+        ChunkCache {
+            slots: vec![[0; 3]; 2 * CACHE_ENTRIES],
+            len: 0,
+            arena: Vec::new(),
+        }
+    }
+}
+
+impl ChunkCache {
+    /// Appends the ids cached for `key` to `out`; false if `key` is not cached.
+    #[inline]
+    fn get(&self, hash: u64, key: &[u8], out: &mut Vec<u32>) -> bool {
+        let mask = self.slots.len() - 1;
+        let tag = (hash >> 32) as u32;
+        let mut at = hash as usize & mask;
+        loop {
+            let [h, off, lens] = self.slots[at];
+            if lens == 0 {
+                return false;
+            }
+            if h == tag && (lens & 0xFFFF) as usize == key.len() {
+                let off = off as usize;
+                let end = off + key.len();
+                if &self.arena[off..end] == key {
+                    let n = (lens >> 16) as usize;
+                    out.extend(
+                        self.arena[end..end + 4 * n]
+                            .chunks_exact(4)
+                            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+                    );
+                    return true;
+                }
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// Caches `ids` for `key` (at most [`CACHE_MAX_CHUNK`] bytes, so both lengths fit
+    /// in 16 bits and are non-zero).
+    fn insert(&mut self, hash: u64, key: &[u8], ids: &[u32]) {
+        if self.len >= CACHE_ENTRIES || self.arena.len() > u32::MAX as usize / 2 {
+            self.slots.fill([0; 3]);
+            self.len = 0;
+            self.arena.clear();
+        }
+        let mask = self.slots.len() - 1;
+        let mut at = hash as usize & mask;
+        while self.slots[at][2] != 0 {
+            at = (at + 1) & mask;
+        }
+        let off = self.arena.len() as u32;
+        self.arena.extend_from_slice(key);
+        for id in ids {
+            self.arena.extend_from_slice(&id.to_le_bytes());
+        }
+        self.slots[at] = [
+            (hash >> 32) as u32,
+            off,
+            key.len() as u32 | (ids.len() as u32) << 16,
+        ];
+        self.len += 1;
+    }
+}
+
+/// A fast 64-bit hash of a short byte string (multiply-mix over 8-byte words).
+#[inline]
+fn hash_bytes(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = (bytes.len() as u64).wrapping_mul(K);
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        let mut buf = [0u8; 8];
+        buf.copy_from_slice(w);
+        h = (h ^ u64::from_le_bytes(buf)).wrapping_mul(K);
+        h ^= h >> 32;
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut buf = [0u8; 8];
+        buf[..rest.len()].copy_from_slice(rest);
+        h = (h ^ u64::from_le_bytes(buf)).wrapping_mul(K);
+    }
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h ^ (h >> 32)
+}
+
+/// Where the encoder may cut a `--whole` text for parallel work.
+enum CutRule {
+    /// `--split none`: between bytes `x`, `y` when no token contains `x y`.
+    /// Bit `x * 256 + y` is set when some token does.
+    BytePairs(Box<[u64; 1024]>),
+    /// A split pattern: where the splitter says cutting changes no chunk (the preset
+    /// patterns have such places; custom ones none).
+    Splitter,
+}
+
+/// Encodes text with one model. Cheap to share across threads (`Sync`).
 pub struct Encoder<'m> {
     model: &'m BpeModel,
     splitter: Option<Splitter>,
+    /// Allowed special tokens: (text, id), longest first.
+    specials: Vec<(Vec<u8>, u32)>,
+    /// `special_start[b]`: some allowed special starts with byte `b`.
+    special_start: [bool; 256],
+    /// Rank tables only: token bytes -> id (tiktoken emits a piece that is a token whole).
+    whole: Option<AHashMap<&'m [u8], u32>>,
+    cut: CutRule,
+    /// Merge id of every two base ids, by their bytes (`x << 8 | y`): the first round of
+    /// every BPE without touching the large table.
+    byte_pairs: Box<[u32]>,
+    pool: Mutex<Vec<Scratch>>,
 }
 
 impl<'m> Encoder<'m> {
-    /// Prepares an encoder.
-    pub fn new(model: &'m BpeModel, _allowed: &AllowedSpecial) -> Result<Encoder<'m>> {
+    /// An encoder for `model` recognising the `allowed` special tokens; naming a special
+    /// token the model does not have is a usage error.
+    pub fn new(model: &'m BpeModel, allowed: &AllowedSpecial) -> Result<Encoder<'m>> {
+        let mut specials: Vec<(Vec<u8>, u32)> = match allowed {
+            AllowedSpecial::None => Vec::new(),
+            AllowedSpecial::All => model
+                .specials
+                .iter()
+                .map(|s| (s.text.as_bytes().to_vec(), s.id))
+                .collect(),
+            AllowedSpecial::Some(names) => {
+                let mut v = Vec::with_capacity(names.len());
+                for name in names {
+                    let Some(s) = model.specials.iter().find(|s| &s.text == name) else {
+                        let known: Vec<&str> =
+                            model.specials.iter().map(|s| s.text.as_str()).collect();
+                        return Err(Error::usage(if known.is_empty() {
+                            format!("unknown special token {name:?}: the model has none")
+                        } else {
+                            format!(
+                                "unknown special token {name:?} (the model has {})",
+                                known.join(", ")
+                            )
+                        }));
+                    };
+                    v.push((s.text.as_bytes().to_vec(), s.id));
+                }
+                v
+            }
+        };
+        specials.retain(|(text, _)| !text.is_empty());
+        // Longest first, so the first one matching at a position is the longest.
+        specials.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+        specials.dedup();
+        let mut special_start = [false; 256];
+        for (text, _) in &specials {
+            special_start[text[0] as usize] = true;
+        }
+
         let splitter = match &model.split {
             Some(spec) => Some(Splitter::new(spec)?),
             None => None,
         };
-        Ok(Encoder { model, splitter })
-    }
-
-    /// Encodes one record, appending ids.
-    pub fn encode(&self, text: &[u8], out: &mut Vec<u32>) {
-        match &self.splitter {
-            Some(splitter) => splitter.split(text, &mut |chunk| self.encode_chunk(chunk, out)),
-            None => self.encode_chunk(text, out),
-        }
-    }
-
-    /// Encodes one large record using several threads.
-    pub fn encode_whole_parallel(&self, text: &[u8], _threads: usize, out: &mut Vec<u32>) {
-        self.encode(text, out)
-    }
-
-    fn encode_chunk(&self, chunk: &[u8], out: &mut Vec<u32>) {
-        let mut ids: Vec<u32> = chunk
-            .iter()
-            .map(|&b| self.model.base_id_of_byte[b as usize])
-            .collect();
-        while ids.len() >= 2 {
-            let best = ids
-                .windows(2)
-                .filter_map(|w| self.model.merge_ids.get(&(w[0], w[1])).copied())
-                .min();
-            let Some(new_id) = best else { break };
-            let mut merged = Vec::with_capacity(ids.len());
-            let mut i = 0;
-            while i < ids.len() {
-                if i + 1 < ids.len()
-                    && self.model.merge_ids.get(&(ids[i], ids[i + 1])) == Some(&new_id)
-                {
-                    merged.push(new_id);
-                    i += 2;
-                } else {
-                    merged.push(ids[i]);
-                    i += 1;
+        // The built-in vocabularies need no whole-token map: BPE turns every one of
+        // their tokens into itself (tests/tiktoken_goldens.rs checks all of them), and
+        // the map would cost ~10 ms of start-up.
+        let builtin = matches!(model.source, ModelSource::Builtin(name)
+            if crate::tiktoken::BUILTINS.contains(&name));
+        let rank_table = model.merges.is_empty() && !builtin;
+        let whole = rank_table.then(|| {
+            let mut map = AHashMap::with_capacity(model.token_offsets.len());
+            for id in 0..model.token_offsets.len().saturating_sub(1) {
+                let (s, e) = (
+                    model.token_offsets[id] as usize,
+                    model.token_offsets[id + 1] as usize,
+                );
+                if e > s {
+                    map.insert(&model.token_bytes[s..e], id as u32);
                 }
             }
-            ids = merged;
+            map
+        });
+        let cut = match &model.split {
+            None => {
+                let mut bits = Box::new([0u64; 1024]);
+                for id in 0..model.token_offsets.len().saturating_sub(1) {
+                    let (s, e) = (
+                        model.token_offsets[id] as usize,
+                        model.token_offsets[id + 1] as usize,
+                    );
+                    for w in model.token_bytes[s..e].windows(2) {
+                        let bit = (w[0] as usize) << 8 | w[1] as usize;
+                        bits[bit >> 6] |= 1 << (bit & 63);
+                    }
+                }
+                CutRule::BytePairs(bits)
+            }
+            Some(_) => CutRule::Splitter,
+        };
+        // Every two-byte token is the merge of its two base ids (merges never repeat a
+        // pair, and rank tables list every split), so the token table gives them all.
+        let mut byte_pairs = vec![NONE; 1 << 16].into_boxed_slice();
+        for id in 0..model.token_offsets.len().saturating_sub(1) {
+            let (s, e) = (
+                model.token_offsets[id] as usize,
+                model.token_offsets[id + 1] as usize,
+            );
+            if e == s + 2 {
+                let pair = (
+                    model.base_id_of_byte[model.token_bytes[s] as usize],
+                    model.base_id_of_byte[model.token_bytes[s + 1] as usize],
+                );
+                if model.merge_ids.get(&pair) == Some(&(id as u32)) {
+                    byte_pairs[byte_pair(&model.token_bytes[s..e])] = id as u32;
+                }
+            }
         }
-        out.extend_from_slice(&ids);
+        Ok(Encoder {
+            model,
+            byte_pairs,
+            splitter,
+            specials,
+            special_start,
+            whole,
+            cut,
+            pool: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The model this encoder uses.
+    pub fn model(&self) -> &'m BpeModel {
+        self.model
+    }
+
+    /// Encodes one record, appending its ids to `out`.
+    pub fn encode(&self, text: &[u8], out: &mut Vec<u32>) {
+        let mut scratch = self.take_scratch();
+        self.encode_with(&mut scratch, text, out);
+        self.put_scratch(scratch);
+    }
+
+    /// Encodes one record as [`encode`](Self::encode) does, cutting it at safe places
+    /// and spreading the pieces over `threads` threads; the ids are the same.
+    pub fn encode_whole_parallel(&self, text: &[u8], threads: usize, out: &mut Vec<u32>) {
+        let result: std::result::Result<(), std::convert::Infallible> = self
+            .encode_whole_streaming(text, threads, &mut |ids| {
+                out.extend_from_slice(ids);
+                Ok(())
+            });
+        let Ok(()) = result;
+    }
+
+    /// Like [`encode_whole_parallel`](Self::encode_whole_parallel) but hands the ids to
+    /// `sink` in order, a few megabytes of text at a time, so memory stays bounded
+    /// whatever the size of `text`. Stops at the first error `sink` returns.
+    pub fn encode_whole_streaming<E>(
+        &self,
+        text: &[u8],
+        threads: usize,
+        sink: &mut dyn FnMut(&[u32]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let threads = threads.max(1);
+        let pieces = self.pieces(text);
+        if threads == 1 || pieces.len() < 2 {
+            let mut scratch = self.take_scratch();
+            let mut ids = Vec::new();
+            for piece in pieces {
+                ids.clear();
+                self.encode_piece(&mut scratch, text, &piece, &mut ids);
+                sink(&ids)?;
+            }
+            self.put_scratch(scratch);
+            return Ok(());
+        }
+        // Windows of a few pieces per thread: bounded memory, order kept by index.
+        let window = threads * 4;
+        for group in pieces.chunks(window) {
+            let mut results: Vec<Vec<u32>> = vec![Vec::new(); group.len()];
+            {
+                let work = Mutex::new(results.iter_mut().zip(group.iter()));
+                std::thread::scope(|scope| {
+                    for _ in 0..threads {
+                        scope.spawn(|| {
+                            let mut scratch = self.take_scratch();
+                            loop {
+                                let item = match work.lock() {
+                                    Ok(mut it) => it.next(),
+                                    Err(_) => None,
+                                };
+                                let Some((slot, piece)) = item else { break };
+                                self.encode_piece(&mut scratch, text, piece, slot);
+                            }
+                            self.put_scratch(scratch);
+                        });
+                    }
+                });
+            }
+            for ids in &results {
+                sink(ids)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn take_scratch(&self) -> Scratch {
+        match self.pool.lock() {
+            Ok(mut pool) => pool.pop().unwrap_or_default(),
+            Err(_) => Scratch::default(),
+        }
+    }
+
+    fn put_scratch(&self, scratch: Scratch) {
+        if let Ok(mut pool) = self.pool.lock() {
+            pool.push(scratch);
+        }
+    }
+
+    /// Encodes one record with the given working memory.
+    fn encode_with(&self, scratch: &mut Scratch, text: &[u8], out: &mut Vec<u32>) {
+        if self.specials.is_empty() {
+            self.encode_ordinary(scratch, text, out);
+            return;
+        }
+        let mut start = 0;
+        while let Some((at, len, id)) = self.find_special(text, start) {
+            self.encode_ordinary(scratch, &text[start..at], out);
+            out.push(id);
+            start = at + len;
+        }
+        self.encode_ordinary(scratch, &text[start..], out);
+    }
+
+    /// The leftmost allowed special token at or after `from`, longest at its position:
+    /// (position, length, id).
+    fn find_special(&self, text: &[u8], from: usize) -> Option<(usize, usize, u32)> {
+        let mut pos = from;
+        while pos < text.len() {
+            let rest = &text[pos..];
+            let offset = rest.iter().position(|&b| self.special_start[b as usize])?;
+            let at = pos + offset;
+            for (s, id) in &self.specials {
+                if text[at..].starts_with(s) {
+                    return Some((at, s.len(), *id));
+                }
+            }
+            pos = at + 1;
+        }
+        None
+    }
+
+    /// Encodes text that contains no allowed special token.
+    fn encode_ordinary(&self, scratch: &mut Scratch, text: &[u8], out: &mut Vec<u32>) {
+        if text.is_empty() {
+            return;
+        }
+        match &self.splitter {
+            Some(splitter) => splitter.split(text, &mut |chunk: &[u8]| {
+                self.encode_chunk(scratch, chunk, out);
+            }),
+            None => self.encode_sequence(scratch, text, out),
+        }
+    }
+
+    /// One chunk of a split model: single bytes directly, then the cache, then (on a
+    /// miss) tiktoken's whole-token rule and BPE.
+    fn encode_chunk(&self, scratch: &mut Scratch, chunk: &[u8], out: &mut Vec<u32>) {
+        if chunk.len() == 1 {
+            out.push(self.model.base_id_of_byte[chunk[0] as usize]);
+            return;
+        }
+        if chunk.len() > CACHE_MAX_CHUNK {
+            self.encode_sequence(scratch, chunk, out);
+            return;
+        }
+        let hash = hash_bytes(chunk);
+        if scratch.cache.get(hash, chunk, out) {
+            return;
+        }
+        let start = out.len();
+        self.encode_sequence(scratch, chunk, out);
+        scratch.cache.insert(hash, chunk, &out[start..]);
+    }
+
+    /// One whole sequence (no split pattern), with tiktoken's whole-token shortcut for
+    /// rank tables.
+    fn encode_sequence(&self, scratch: &mut Scratch, text: &[u8], out: &mut Vec<u32>) {
+        if let Some(whole) = &self.whole {
+            if let Some(&id) = whole.get(text) {
+                out.push(id);
+                return;
+            }
+        }
+        self.bpe(scratch, text, out);
+    }
+
+    /// The merge id of `(a, b)`, or [`NONE`]: first the thread's small pair cache,
+    /// then the model's table (whose random accesses dominate BPE on cache misses).
+    #[inline]
+    fn pair(&self, cache: &mut PairCache, a: u32, b: u32) -> u32 {
+        let key = u64::from(a) << 32 | u64::from(b);
+        let slot = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - PAIR_CACHE_BITS)) as usize;
+        if cache.keys[slot] == key {
+            return cache.ids[slot];
+        }
+        let id = self.model.merge_ids.get(&(a, b)).copied().unwrap_or(NONE);
+        cache.keys[slot] = key;
+        cache.ids[slot] = id;
+        id
+    }
+
+    /// BPE over `bytes`: merge the lowest-id adjacent pair, leftmost first, until none
+    /// is left; appends the ids.
+    fn bpe(&self, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
+        match bytes.len() {
+            0 => {}
+            1 => out.push(self.model.base_id_of_byte[bytes[0] as usize]),
+            n if n < SHORT => self.bpe_scan(scratch, bytes, out),
+            _ => self.bpe_heap(scratch, bytes, out),
+        }
+    }
+
+    fn bpe_scan(&self, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
+        let base = &self.model.base_id_of_byte;
+        let ids = &mut scratch.ids;
+        let ranks = &mut scratch.ranks;
+        ids.clear();
+        ids.extend(bytes.iter().map(|&b| base[b as usize]));
+        ranks.clear();
+        ranks.extend(bytes.windows(2).map(|w| self.byte_pairs[byte_pair(w)]));
+        let pc = &mut scratch.pairs;
+        loop {
+            let mut best = NONE;
+            let mut at = 0;
+            for (i, &r) in ranks.iter().enumerate() {
+                if r < best {
+                    best = r;
+                    at = i;
+                }
+            }
+            if best == NONE {
+                break;
+            }
+            ids[at] = best;
+            ids.remove(at + 1);
+            ranks.remove(at);
+            if at > 0 {
+                ranks[at - 1] = self.pair(pc, ids[at - 1], best);
+            }
+            if at < ranks.len() {
+                ranks[at] = self.pair(pc, best, ids[at + 1]);
+            }
+        }
+        out.extend_from_slice(ids);
+    }
+
+    fn bpe_heap(&self, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
+        use std::cmp::Reverse;
+        let n = bytes.len();
+        let base = &self.model.base_id_of_byte;
+        let Scratch {
+            ids: tok,
+            ranks: rank,
+            next,
+            prev,
+            heap,
+            pairs,
+            ..
+        } = scratch;
+        tok.clear();
+        tok.extend(bytes.iter().map(|&b| base[b as usize]));
+        next.clear();
+        next.extend((1..=n as u32).map(|i| if i as usize == n { NONE } else { i }));
+        prev.clear();
+        prev.extend((0..n as u32).map(|i| i.wrapping_sub(1)));
+        rank.clear();
+        rank.extend(bytes.windows(2).map(|w| self.byte_pairs[byte_pair(w)]));
+        rank.push(NONE);
+        heap.clear();
+        let entries: Vec<Reverse<u64>> = rank
+            .iter()
+            .enumerate()
+            .filter(|(_, &r)| r != NONE)
+            .map(|(i, &r)| Reverse(u64::from(r) << 32 | i as u64))
+            .collect();
+        *heap = BinaryHeap::from(entries);
+        while let Some(Reverse(key)) = heap.pop() {
+            let r = (key >> 32) as u32;
+            let i = key as u32 as usize;
+            // Stale entries: the pair at `i` changed (or `i` died) since the push. A
+            // pair's id never repeats at a position: its bytes only grow.
+            if rank[i] != r {
+                continue;
+            }
+            let j = next[i] as usize;
+            tok[i] = r;
+            let k = next[j];
+            next[i] = k;
+            rank[j] = NONE;
+            if k != NONE {
+                prev[k as usize] = i as u32;
+                let nr = self.pair(pairs, r, tok[k as usize]);
+                rank[i] = nr;
+                if nr != NONE {
+                    heap.push(Reverse(u64::from(nr) << 32 | i as u64));
+                }
+            } else {
+                rank[i] = NONE;
+            }
+            let p = prev[i];
+            if p != NONE {
+                let p = p as usize;
+                let nr = self.pair(pairs, tok[p], r);
+                rank[p] = nr;
+                if nr != NONE {
+                    heap.push(Reverse(u64::from(nr) << 32 | p as u64));
+                }
+            }
+        }
+        let mut i = 0u32;
+        while i != NONE {
+            out.push(tok[i as usize]);
+            i = next[i as usize];
+        }
+    }
+
+    /// Cuts a `--whole` text into pieces whose encodings concatenate to the text's:
+    /// allowed special tokens are pieces of their own, ordinary stretches are cut at
+    /// safe places about every [`PIECE`] bytes.
+    fn pieces(&self, text: &[u8]) -> Vec<Piece> {
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        let push_ordinary = |from: usize, to: usize, pieces: &mut Vec<Piece>| {
+            let mut s = from;
+            while to - s > PIECE + PIECE / 2 {
+                match self.safe_cut(&text[..to], s + PIECE) {
+                    Some(c) => {
+                        pieces.push(Piece::Text(s, c, true));
+                        s = c;
+                    }
+                    None => break,
+                }
+            }
+            if to > s {
+                pieces.push(Piece::Text(s, to, s > from));
+            }
+        };
+        if !self.specials.is_empty() {
+            while let Some((at, len, id)) = self.find_special(text, start) {
+                push_ordinary(start, at, &mut pieces);
+                pieces.push(Piece::Special(id));
+                start = at + len;
+            }
+        }
+        push_ordinary(start, text.len(), &mut pieces);
+        pieces
+    }
+
+    /// A position `c` in `target..` (searching a bounded distance) such that encoding
+    /// `text[..c]` and `text[c..]` separately gives the ids of `text` (with no special
+    /// token inside), or `None`.
+    fn safe_cut(&self, text: &[u8], target: usize) -> Option<usize> {
+        let end = text.len().min(target.saturating_add(CUT_SEARCH));
+        if target < 2 || target >= end {
+            return None;
+        }
+        match &self.cut {
+            // No token contains the bytes on both sides, so no merge can ever join them:
+            // the two sides merge independently (and the whole text is no token).
+            CutRule::BytePairs(bits) => (target..end).find(|&c| {
+                let bit = (text[c - 1] as usize) << 8 | text[c] as usize;
+                bits[bit >> 6] & (1 << (bit & 63)) == 0
+            }),
+            CutRule::Splitter => {
+                let splitter = self.splitter.as_ref()?;
+                let piece = &text[..end];
+                splitter
+                    .find_safe_cut(piece, target)
+                    .filter(|&c| c > target - PIECE / 2 && c < piece.len())
+            }
+        }
+    }
+
+    fn encode_piece(&self, scratch: &mut Scratch, text: &[u8], piece: &Piece, out: &mut Vec<u32>) {
+        match *piece {
+            Piece::Special(id) => out.push(id),
+            // A part of a segment must not take the whole-token shortcut meant for the
+            // segment (only `--split none` rank tables have it at this level).
+            Piece::Text(s, e, true) if self.splitter.is_none() => {
+                self.bpe(scratch, &text[s..e], out)
+            }
+            Piece::Text(s, e, _) => self.encode_ordinary(scratch, &text[s..e], out),
+        }
     }
 }
 
-/// Encodes many records, preserving order.
-pub fn encode_batch(enc: &Encoder, records: &[&[u8]], _threads: usize) -> Vec<Vec<u32>> {
-    records
-        .iter()
-        .map(|r| {
-            let mut out = Vec::new();
-            enc.encode(r, &mut out);
-            out
-        })
-        .collect()
+/// A unit of `--whole` work.
+enum Piece {
+    /// `text[start..end]`, and whether it is part of a longer ordinary stretch.
+    Text(usize, usize, bool),
+    Special(u32),
+}
+
+/// Encodes each record (in order) over `threads` threads; the result is what
+/// [`Encoder::encode`] gives for each record.
+pub fn encode_batch(enc: &Encoder, records: &[&[u8]], threads: usize) -> Vec<Vec<u32>> {
+    let mut results: Vec<Vec<u32>> = vec![Vec::new(); records.len()];
+    let threads = threads.max(1).min(records.len().max(1));
+    if threads == 1 {
+        let mut scratch = enc.take_scratch();
+        for (slot, record) in results.iter_mut().zip(records) {
+            enc.encode_with(&mut scratch, record, slot);
+        }
+        enc.put_scratch(scratch);
+        return results;
+    }
+    // Blocks of records handed out on demand keep both threads busy when record
+    // lengths vary.
+    let block = (records.len() / (threads * 8)).clamp(1, 256);
+    let work = Mutex::new(results.chunks_mut(block).zip(records.chunks(block)));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let mut scratch = enc.take_scratch();
+                loop {
+                    let item = match work.lock() {
+                        Ok(mut it) => it.next(),
+                        Err(_) => None,
+                    };
+                    let Some((slots, recs)) = item else { break };
+                    for (slot, record) in slots.iter_mut().zip(recs) {
+                        enc.encode_with(&mut scratch, record, slot);
+                    }
+                }
+                enc.put_scratch(scratch);
+            });
+        }
+    });
+    results
+}
+
+/// Convenience for callers that do not keep an [`Encoder`]: the ids of `text`.
+pub fn encode(model: &BpeModel, allowed: &AllowedSpecial, text: &[u8]) -> Result<Vec<u32>> {
+    let enc = Encoder::new(model, allowed)?;
+    let mut out = Vec::new();
+    enc.encode(text, &mut out);
+    Ok(out)
 }

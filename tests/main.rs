@@ -5,6 +5,8 @@ mod attn_kernel;
 mod attn_rng;
 mod cli_bpe;
 mod common;
+mod encode_props;
 mod pretokenize_props;
+mod tiktoken_goldens;
 mod train_props;
 mod word_props;

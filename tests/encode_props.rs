@@ -1,0 +1,563 @@
+//! Property tests of the encoder: the fast encoder equals a naive transliteration of
+//! the seed's `encode` (and of tiktoken's `byte_pair_merge` for rank tables) on many
+//! seeded random models and inputs; parallel paths equal the single-record path; and
+//! decoding (concatenating token bytes) gives the input back.
+
+use ahash::AHashMap;
+use toksuite::encode::{encode_batch, AllowedSpecial, Encoder};
+use toksuite::model::{BpeModel, ModelSource, SpecialToken, SplitSpec};
+use toksuite::pretokenize::{self, Splitter};
+use toksuite::tiktoken;
+
+/// xorshift64*: small, seeded, good enough for test inputs.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// A model-file style model from its merges (ids 256.. in order), identity base ids.
+pub fn model_from_merges(
+    merges: &[(u32, u32)],
+    split: Option<SplitSpec>,
+    specials: Vec<SpecialToken>,
+) -> BpeModel {
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let mut merge_ids = AHashMap::new();
+    for (k, &(a, b)) in merges.iter().enumerate() {
+        let mut t = tokens[a as usize].clone();
+        t.extend_from_slice(&tokens[b as usize]);
+        tokens.push(t);
+        merge_ids.insert((a, b), 256 + k as u32);
+    }
+    let mut token_bytes = Vec::new();
+    let mut token_offsets = vec![0u32];
+    for t in &tokens {
+        token_bytes.extend_from_slice(t);
+        token_offsets.push(token_bytes.len() as u32);
+    }
+    let mut base_id_of_byte = [0u32; 256];
+    for (b, slot) in base_id_of_byte.iter_mut().enumerate() {
+        *slot = b as u32;
+    }
+    BpeModel {
+        source: ModelSource::File {
+            name: "test".into(),
+            sha256: String::new(),
+        },
+        split,
+        specials,
+        base_id_of_byte,
+        merges: merges.to_vec(),
+        merge_ids,
+        token_bytes,
+        token_offsets,
+    }
+}
+
+/// Random merges over a small alphabet: each merge joins two existing ids, never the
+/// same pair twice; biased toward recent ids so long tokens appear.
+pub fn random_merges(rng: &mut Rng, alphabet: &[u8], count: usize) -> Vec<(u32, u32)> {
+    let mut merges = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut ids: Vec<u32> = alphabet.iter().map(|&b| b as u32).collect();
+    let mut tries = 0;
+    while merges.len() < count && tries < count * 20 {
+        tries += 1;
+        let pick = |rng: &mut Rng, ids: &[u32]| {
+            if rng.below(3) == 0 {
+                ids[ids.len() - 1 - rng.below(ids.len().min(4))]
+            } else {
+                ids[rng.below(ids.len())]
+            }
+        };
+        let pair = (pick(rng, &ids), pick(rng, &ids));
+        if seen.insert(pair) {
+            merges.push(pair);
+            ids.push(255 + merges.len() as u32);
+        }
+    }
+    merges
+}
+
+/// Random bytes: mostly from `alphabet`, with runs and the occasional arbitrary byte
+/// (so invalid UTF-8 appears).
+pub fn random_text(rng: &mut Rng, alphabet: &[u8], max_len: usize) -> Vec<u8> {
+    let len = rng.below(max_len + 1);
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        match rng.below(10) {
+            0 => {
+                let b = alphabet[rng.below(alphabet.len())];
+                let run = rng.below(40);
+                out.extend(std::iter::repeat_n(b, run));
+            }
+            1 => out.push(rng.below(256) as u8),
+            _ => out.push(alphabet[rng.below(alphabet.len())]),
+        }
+    }
+    out.truncate(len);
+    out
+}
+
+/// The seed's `encode`, transliterated: get_stats, min by merge id, merge pass.
+pub fn naive_encode(model: &BpeModel, bytes: &[u8]) -> Vec<u32> {
+    let mut ids: Vec<u32> = bytes
+        .iter()
+        .map(|&b| model.base_id_of_byte[b as usize])
+        .collect();
+    while ids.len() >= 2 {
+        // get_stats keeps first-appearance order; min returns the first minimum.
+        let mut stats: Vec<(u32, u32)> = Vec::new();
+        for w in ids.windows(2) {
+            if !stats.contains(&(w[0], w[1])) {
+                stats.push((w[0], w[1]));
+            }
+        }
+        let rank = |p: &(u32, u32)| model.merge_ids.get(p).copied().unwrap_or(u32::MAX);
+        let mut pair = stats[0];
+        for p in &stats {
+            if rank(p) < rank(&pair) {
+                pair = *p;
+            }
+        }
+        let Some(&idx) = model.merge_ids.get(&pair) else {
+            break;
+        };
+        let mut new = Vec::with_capacity(ids.len());
+        let mut i = 0;
+        while i < ids.len() {
+            if i + 1 < ids.len() && (ids[i], ids[i + 1]) == pair {
+                new.push(idx);
+                i += 2;
+            } else {
+                new.push(ids[i]);
+                i += 1;
+            }
+        }
+        ids = new;
+    }
+    ids
+}
+
+/// tiktoken's `byte_pair_merge` over a rank map, with its whole-piece shortcut.
+pub fn naive_tiktoken(ranks: &AHashMap<Vec<u8>, u32>, piece: &[u8]) -> Vec<u32> {
+    if let Some(&r) = ranks.get(piece) {
+        return vec![r];
+    }
+    let mut parts: Vec<Vec<u8>> = piece.iter().map(|&b| vec![b]).collect();
+    loop {
+        let mut best: Option<(u32, usize)> = None;
+        for i in 0..parts.len().saturating_sub(1) {
+            let mut joined = parts[i].clone();
+            joined.extend_from_slice(&parts[i + 1]);
+            if let Some(&r) = ranks.get(&joined) {
+                if best.is_none_or(|(b, _)| r < b) {
+                    best = Some((r, i));
+                }
+            }
+        }
+        let Some((_, i)) = best else { break };
+        let right = parts.remove(i + 1);
+        parts[i].extend_from_slice(&right);
+    }
+    parts.iter().map(|p| ranks[p]).collect()
+}
+
+/// Naive encoding of a record with split pattern and allowed specials (longest at the
+/// leftmost position), each ordinary chunk by `chunk`.
+pub fn naive_record(
+    model: &BpeModel,
+    allowed: &[(Vec<u8>, u32)],
+    text: &[u8],
+    chunk: &dyn Fn(&[u8]) -> Vec<u32>,
+) -> Vec<u32> {
+    let mut out = Vec::new();
+    let splitter = model
+        .split
+        .as_ref()
+        .map(|s| Splitter::new(s).expect("valid pattern"));
+    let ordinary = |seg: &[u8], out: &mut Vec<u32>| match &splitter {
+        Some(sp) => {
+            let mut chunks: Vec<Vec<u8>> = Vec::new();
+            sp.split(seg, &mut |c: &[u8]| chunks.push(c.to_vec()));
+            for c in chunks {
+                out.extend(chunk(&c));
+            }
+        }
+        None => {
+            if !seg.is_empty() {
+                out.extend(chunk(seg))
+            }
+        }
+    };
+    let mut start = 0;
+    let mut i = 0;
+    while i < text.len() {
+        let best = allowed
+            .iter()
+            .filter(|(s, _)| text[i..].starts_with(s))
+            .max_by_key(|(s, _)| s.len());
+        if let Some((s, id)) = best {
+            ordinary(&text[start..i], &mut out);
+            out.push(*id);
+            i += s.len();
+            start = i;
+        } else {
+            i += 1;
+        }
+    }
+    ordinary(&text[start..], &mut out);
+    out
+}
+
+fn decode(model: &BpeModel, ids: &[u32]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for &id in ids {
+        out.extend_from_slice(model.token(id).expect("id in vocabulary"));
+    }
+    out
+}
+
+const ALPHABETS: &[&[u8]] = &[
+    b"a",
+    b"ab",
+    b"abc",
+    b"ab \n",
+    b"aab c.\n\t",
+    b"hello world, I'm 42!\n",
+];
+
+fn split_spec(name: &str) -> SplitSpec {
+    SplitSpec {
+        name: name.into(),
+        pattern: pretokenize::preset_pattern(name).expect("preset").into(),
+    }
+}
+
+#[test]
+fn fast_equals_naive_seed_encode() {
+    let mut rng = Rng::new(1);
+    for case in 0..600 {
+        let alphabet = ALPHABETS[case % ALPHABETS.len()];
+        let merges = {
+            let count = 1 + rng.below(60);
+            random_merges(&mut rng, alphabet, count)
+        };
+        let split = match case % 3 {
+            0 => None,
+            1 => Some(split_spec("gpt4")),
+            _ => Some(split_spec("gpt2")),
+        };
+        let model = model_from_merges(&merges, split, vec![]);
+        let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
+        for _ in 0..6 {
+            let max = if rng.below(8) == 0 { 400 } else { 40 };
+            let text = random_text(&mut rng, alphabet, max);
+            let mut fast = Vec::new();
+            enc.encode(&text, &mut fast);
+            let naive = naive_record(&model, &[], &text, &|c| naive_encode(&model, c));
+            assert_eq!(
+                fast,
+                naive,
+                "case {case} text {:?}",
+                String::from_utf8_lossy(&text)
+            );
+            assert_eq!(decode(&model, &fast), text);
+        }
+    }
+}
+
+#[test]
+fn empty_and_one_byte_inputs() {
+    let model = model_from_merges(&[(97, 97)], None, vec![]);
+    let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
+    let mut out = Vec::new();
+    enc.encode(b"", &mut out);
+    assert!(out.is_empty());
+    enc.encode(b"a", &mut out);
+    assert_eq!(out, [97]);
+    let none = model_from_merges(&[], None, vec![]);
+    let enc = Encoder::new(&none, &AllowedSpecial::None).unwrap();
+    out.clear();
+    enc.encode(b"\xff\x00ab", &mut out);
+    assert_eq!(out, [255, 0, 97, 98]);
+}
+
+#[test]
+fn seed_examples() {
+    // minbpe's aaabdaaabac at 259: merges (97,97), (256,97), (257,98).
+    let model = model_from_merges(&[(97, 97), (256, 97), (257, 98)], None, vec![]);
+    let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
+    let mut out = Vec::new();
+    enc.encode(b"aaabdaaabac", &mut out);
+    assert_eq!(out, [258, 100, 258, 97, 99]);
+    // The seed's happily example: (104,97)->256, (256,112)->257, (257,112)->258.
+    let model = model_from_merges(&[(104, 97), (256, 112), (257, 112)], None, vec![]);
+    let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
+    out.clear();
+    enc.encode(b"happily", &mut out);
+    assert_eq!(out, [258, 105, 108, 121]);
+}
+
+#[test]
+fn long_sequences_equal_naive() {
+    // Past the heap threshold: runs and tiny alphabets, many equal pairs.
+    let mut rng = Rng::new(2);
+    for case in 0..60 {
+        let alphabet = ALPHABETS[case % 4];
+        let merges = {
+            let count = 5 + rng.below(80);
+            random_merges(&mut rng, alphabet, count)
+        };
+        let model = model_from_merges(&merges, None, vec![]);
+        let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
+        let text = random_text(&mut rng, alphabet, 3000);
+        let mut fast = Vec::new();
+        enc.encode(&text, &mut fast);
+        assert_eq!(fast, naive_encode(&model, &text), "case {case}");
+    }
+}
+
+#[test]
+fn runs_of_one_byte_are_exact_and_not_quadratic() {
+    // a, aa, aaaa, ..., plus an odd merge: a 200 kB run must match the naive result
+    // (the naive one is fast here: one pass per merge).
+    let mut merges = vec![(97u32, 97u32)];
+    for k in 0..12 {
+        merges.push((256 + k, 256 + k));
+    }
+    merges.push((97, 256));
+    let model = model_from_merges(&merges, None, vec![]);
+    let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
+    for len in [1usize, 2, 3, 63, 64, 65, 1000, 200_001] {
+        let text = vec![b'a'; len];
+        let mut fast = Vec::new();
+        enc.encode(&text, &mut fast);
+        assert_eq!(fast, naive_encode(&model, &text), "len {len}");
+    }
+}
+
+/// A random rank table: tokens from random merges (distinct bytes), ranks shuffled
+/// except that a token's rank is above its parts' ranks only sometimes, and the 256
+/// bytes permuted.
+fn random_rank_file(rng: &mut Rng, alphabet: &[u8]) -> (Vec<u8>, AHashMap<Vec<u8>, u32>) {
+    let merges = {
+        let count = 10 + rng.below(80);
+        random_merges(rng, alphabet, count)
+    };
+    let base = model_from_merges(&merges, None, vec![]);
+    let mut tokens: Vec<Vec<u8>> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for id in 0..base.vocab_size() as u32 {
+        let t = base.token(id).unwrap().to_vec();
+        if seen.insert(t.clone()) {
+            tokens.push(t);
+        }
+    }
+    // Shuffle the order (ranks) freely: tiktoken's algorithm needs no monotonicity.
+    for i in (1..tokens.len()).rev() {
+        let j = rng.below(i + 1);
+        tokens.swap(i, j);
+    }
+    let mut file = Vec::new();
+    let mut ranks = AHashMap::new();
+    let gap = rng.below(tokens.len());
+    for (i, t) in tokens.iter().enumerate() {
+        // One rank gap, as p50k_base has.
+        let rank = if i >= gap { i as u32 + 1 } else { i as u32 };
+        file.extend_from_slice(base64(t).as_bytes());
+        file.extend_from_slice(format!(" {rank}\n").as_bytes());
+        ranks.insert(t.clone(), rank);
+    }
+    (file, ranks)
+}
+
+pub fn base64(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::new();
+    for c in bytes.chunks(3) {
+        let n = c.len();
+        let v = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for k in 0..4 {
+            if k <= n {
+                s.push(A[(v >> (18 - 6 * k) & 63) as usize] as char);
+            } else {
+                s.push('=');
+            }
+        }
+    }
+    s
+}
+
+#[test]
+fn rank_tables_equal_naive_tiktoken() {
+    let mut rng = Rng::new(3);
+    for case in 0..300 {
+        let alphabet = ALPHABETS[case % ALPHABETS.len()];
+        let (file, ranks) = random_rank_file(&mut rng, alphabet);
+        let split = if case % 2 == 0 {
+            None
+        } else {
+            Some(split_spec("cl100k"))
+        };
+        let source = ModelSource::File {
+            name: "test.tiktoken".into(),
+            sha256: String::new(),
+        };
+        let model = tiktoken::load_rank_file(&file, source, split, vec![]).unwrap();
+        let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
+        for _ in 0..6 {
+            let max = if rng.below(8) == 0 { 300 } else { 30 };
+            let text = random_text(&mut rng, alphabet, max);
+            let mut fast = Vec::new();
+            enc.encode(&text, &mut fast);
+            let naive = naive_record(&model, &[], &text, &|c| naive_tiktoken(&ranks, c));
+            assert_eq!(
+                fast,
+                naive,
+                "case {case} text {:?}",
+                String::from_utf8_lossy(&text)
+            );
+            assert_eq!(decode(&model, &fast), text);
+        }
+    }
+}
+
+#[test]
+fn special_tokens_allowed_and_not() {
+    let mut rng = Rng::new(4);
+    let alphabet: &[u8] = b"<|>ab e";
+    for case in 0..200 {
+        let merges = {
+            let count = 1 + rng.below(40);
+            random_merges(&mut rng, alphabet, count)
+        };
+        let n = 256 + merges.len() as u32;
+        let specials = vec![
+            SpecialToken {
+                text: "<|e|>".into(),
+                id: n,
+            },
+            SpecialToken {
+                text: "<|e|>b".into(),
+                id: n + 1,
+            },
+            SpecialToken {
+                text: "ab".into(),
+                id: n + 2,
+            },
+        ];
+        let split = (case % 2 == 1).then(|| split_spec("o200k"));
+        let model = model_from_merges(&merges, split, specials.clone());
+        let all: Vec<(Vec<u8>, u32)> = specials
+            .iter()
+            .map(|s| (s.text.as_bytes().to_vec(), s.id))
+            .collect();
+        let encs = [
+            (AllowedSpecial::None, vec![]),
+            (AllowedSpecial::All, all.clone()),
+            (
+                AllowedSpecial::Some(vec!["<|e|>".into()]),
+                vec![all[0].clone()],
+            ),
+        ];
+        for (allowed, list) in &encs {
+            let enc = Encoder::new(&model, allowed).unwrap();
+            for _ in 0..5 {
+                let text = random_text(&mut rng, alphabet, 60);
+                let mut fast = Vec::new();
+                enc.encode(&text, &mut fast);
+                let naive = naive_record(&model, list, &text, &|c| naive_encode(&model, c));
+                assert_eq!(fast, naive, "text {:?}", String::from_utf8_lossy(&text));
+                assert_eq!(decode(&model, &fast), text);
+            }
+        }
+    }
+}
+
+#[test]
+fn unknown_allowed_special_is_a_usage_error() {
+    let model = model_from_merges(&[], None, vec![]);
+    let err = Encoder::new(&model, &AllowedSpecial::Some(vec!["<|x|>".into()]))
+        .err()
+        .expect("error");
+    assert_eq!(err.exit_code(), 2);
+    assert!(err.message().contains("<|x|>"), "{}", err.message());
+}
+
+#[test]
+fn batch_and_whole_parallel_equal_encode() {
+    let mut rng = Rng::new(5);
+    for case in 0..12 {
+        let alphabet: &[u8] = b"ab c\nd.Ef";
+        let merges = {
+            let count = 50 + rng.below(200);
+            random_merges(&mut rng, alphabet, count)
+        };
+        let split = match case % 3 {
+            0 => None,
+            1 => Some(split_spec("gpt4")),
+            _ => Some(split_spec("o200k")),
+        };
+        let specials = vec![SpecialToken {
+            text: "E\n".into(),
+            id: 256 + merges.len() as u32,
+        }];
+        let model = model_from_merges(&merges, split, specials);
+        let allowed = if case % 2 == 0 {
+            AllowedSpecial::All
+        } else {
+            AllowedSpecial::None
+        };
+        let enc = Encoder::new(&model, &allowed).unwrap();
+        // Big enough for several pieces (~1 MB each).
+        let mut text = Vec::new();
+        while text.len() < 3_500_000 {
+            text.extend(random_text(&mut rng, alphabet, 2000));
+        }
+        let mut one = Vec::new();
+        enc.encode(&text, &mut one);
+        for threads in [1, 2, 3] {
+            let mut par = Vec::new();
+            enc.encode_whole_parallel(&text, threads, &mut par);
+            assert_eq!(par, one, "case {case} threads {threads}");
+        }
+        let records: Vec<&[u8]> = text.split(|&b| b == b'\n').take(3000).collect();
+        let batch = encode_batch(&enc, &records, 2);
+        for (r, ids) in records.iter().zip(&batch) {
+            let mut single = Vec::new();
+            enc.encode(r, &mut single);
+            assert_eq!(&single, ids);
+        }
+    }
+}
+
+#[test]
+fn random_bytes_round_trip() {
+    let mut rng = Rng::new(6);
+    let all: Vec<u8> = (0..=255).collect();
+    for case in 0..40 {
+        let merges = random_merges(&mut rng, &all, 300);
+        let split = (case % 2 == 1).then(|| split_spec("cl100k"));
+        let model = model_from_merges(&merges, split, vec![]);
+        let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
+        let text: Vec<u8> = (0..rng.below(5000)).map(|_| rng.below(256) as u8).collect();
+        let mut ids = Vec::new();
+        enc.encode(&text, &mut ids);
+        assert_eq!(decode(&model, &ids), text);
+    }
+}
