@@ -1,0 +1,197 @@
+"""Runs one peer tool on one file, for scripts/bench.sh.
+
+Each subcommand (but `pairs`) reads FILE, does its work once, and prints one line of `key=value`
+figures on stdout: `seconds` is the work alone (after imports and reading the file),
+plus what lets bench.sh check the result (merges learned, tokens produced). Wall time
+and peak memory of the whole process are measured outside, by /usr/bin/time.
+
+Threads: the Rust-backed trainers (rustbpe, HF tokenizers) use rayon; bench.sh sets
+RAYON_NUM_THREADS=2. sentencepiece gets num_threads=2. tiktoken's encode_ordinary is
+single-threaded by design (its best configuration for one text).
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+# minbpe's GPT4_SPLIT_PATTERN, the pattern `bpe-train --split gpt4` uses.
+GPT4_SPLIT_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*"""
+    r"""|\s*[\r\n]|\s+(?!\S)|\s+"""
+)
+
+
+def read_text(path):
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8")
+
+
+def blocks(text, lines_per_block=1000):
+    """The text in blocks of whole lines, so rayon-based trainers get parallel work.
+
+    Cutting only after a newline keeps almost every regex chunk the same as in the
+    whole text (a run of blank lines across a cut is the only difference).
+    """
+    lines = text.splitlines(keepends=True)
+    return ["".join(lines[i : i + lines_per_block]) for i in range(0, len(lines), lines_per_block)]
+
+
+def seed_train(path, vocab_size, dump):
+    """The seed's BPE.train (tokenizer-and-self-attention.txt), its algorithm as written.
+
+    Recounts every pair on each round and rebuilds the id list on each merge, exactly
+    the seed's loop (without its per-merge print).
+    """
+    text = read_text(path)
+    t0 = time.perf_counter()
+    ids = list(text.encode("utf-8"))
+    merges = {}
+    for i in range(vocab_size - 256):
+        stats = {}
+        for pair in zip(ids, ids[1:]):
+            stats[pair] = stats.get(pair, 0) + 1
+        if not stats:
+            break
+        pair = max(stats, key=stats.get)
+        idx = 256 + i
+        out = []
+        j = 0
+        n = len(ids)
+        while j < n:
+            if ids[j] == pair[0] and j < n - 1 and ids[j + 1] == pair[1]:
+                out.append(idx)
+                j += 2
+            else:
+                out.append(ids[j])
+                j += 1
+        ids = out
+        merges[pair] = idx
+    dt = time.perf_counter() - t0
+    print(f"seconds={dt:.3f} merges={len(merges)}")
+    if dump:
+        with open(dump, "w") as f:
+            for (a, b), _ in sorted(merges.items(), key=lambda kv: kv[1]):
+                f.write(f"{a} {b}\n")
+
+
+def model_pairs(path):
+    """The merges of one of our model files, as `seed --dump` writes them."""
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            if "pair" in rec:
+                print(*rec["pair"])
+
+
+def rustbpe_train(path, vocab_size):
+    import rustbpe
+
+    text = read_text(path)
+    t0 = time.perf_counter()
+    tok = rustbpe.Tokenizer()
+    tok.train_from_iterator(iter(blocks(text)), vocab_size, pattern=GPT4_SPLIT_PATTERN)
+    dt = time.perf_counter() - t0
+    print(f"seconds={dt:.3f} vocab={tok.vocab_size}")
+
+
+def hf_train(path, vocab_size):
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
+
+    text = read_text(path)
+    t0 = time.perf_counter()
+    tok = Tokenizer(models.BPE())
+    # minbpe-style byte-level BPE: the GPT-4 split, then bytes mapped to printable
+    # characters (no second regex, no prefix space).
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(GPT4_SPLIT_PATTERN), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=[],
+    )
+    parts = blocks(text)
+    tok.train_from_iterator(parts, trainer=trainer, length=len(parts))
+    dt = time.perf_counter() - t0
+    print(f"seconds={dt:.3f} vocab={tok.get_vocab_size()}")
+
+
+def spm_train(path, vocab_size):
+    import sentencepiece as spm
+
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        spm.SentencePieceTrainer.train(
+            input=path,
+            model_prefix=os.path.join(d, "m"),
+            model_type="bpe",
+            vocab_size=vocab_size,
+            num_threads=2,
+            byte_fallback=True,
+            hard_vocab_limit=False,
+            minloglevel=2,
+        )
+        dt = time.perf_counter() - t0
+        sp = spm.SentencePieceProcessor(model_file=os.path.join(d, "m.model"))
+        print(f"seconds={dt:.3f} vocab={sp.get_piece_size()}")
+
+
+def tiktoken_encoding(name, vocab_dir):
+    """tiktoken's own definition of NAME, with its rank file read from VOCAB_DIR.
+
+    tiktoken_ext.openai_public builds each encoding from a URL; here the loader is
+    pointed at the local, sha256-identical file instead, so pattern and special tokens
+    stay tiktoken's.
+    """
+    import tiktoken
+    import tiktoken.load
+    import tiktoken_ext.openai_public as public
+
+    local = os.path.join(vocab_dir, f"{name}.tiktoken")
+    public.load_tiktoken_bpe = lambda *_a, **_k: tiktoken.load.load_tiktoken_bpe(local)
+    return tiktoken.Encoding(**getattr(public, name)())
+
+
+def tiktoken_encode(path, name, vocab_dir):
+    enc = tiktoken_encoding(name, vocab_dir)
+    text = read_text(path)
+    t0 = time.perf_counter()
+    ids = enc.encode_ordinary(text)
+    dt = time.perf_counter() - t0
+    print(f"seconds={dt:.3f} tokens={len(ids)}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("tool", choices=["seed", "rustbpe", "hf", "spm", "tiktoken", "pairs"])
+    p.add_argument("file")
+    p.add_argument("--vocab-size", type=int, default=32768)
+    p.add_argument("--encoding", default="o200k_base")
+    p.add_argument("--vocab-dir", default="")
+    p.add_argument("--dump", default="", help="seed: write its merges here, one pair a line")
+    a = p.parse_args()
+    if a.tool == "seed":
+        seed_train(a.file, a.vocab_size, a.dump)
+    elif a.tool == "pairs":
+        model_pairs(a.file)
+    elif a.tool == "rustbpe":
+        rustbpe_train(a.file, a.vocab_size)
+    elif a.tool == "hf":
+        hf_train(a.file, a.vocab_size)
+    elif a.tool == "spm":
+        spm_train(a.file, a.vocab_size)
+    else:
+        tiktoken_encode(a.file, a.encoding, a.vocab_dir)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
