@@ -123,19 +123,7 @@ fn dedupe<'a>(chunks: &[&'a [u8]]) -> Vec<(&'a [u8], u64)> {
     out
 }
 
-/// xorshift64*: a small seeded generator, so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use crate::common::XorShift as Rng;
 
 /// Random text from a small alphabet, random bytes, or runs like `aaaaab`.
 fn random_text(rng: &mut Rng, max_len: usize) -> Vec<u8> {

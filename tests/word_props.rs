@@ -438,20 +438,7 @@ fn stats_count_records_bytes_tokens_and_unknown_words() {
 // ---------------------------------------------------------------------------------------
 // Fast against naive, on seeded random inputs.
 
-/// xorshift64*: a small seeded generator, enough for test inputs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use crate::common::XorShift as Rng;
 
 /// Pieces random texts are made of: tiny word alphabets (many ties, runs like `aaaa`),
 /// every kind of whitespace, and bytes that are not valid UTF-8 (truncated whitespace
