@@ -52,34 +52,54 @@ pub struct Output {
 
 impl Output {
     /// Opens standard output, or a temporary file for `path`.
+    ///
+    /// Only a regular file (or a name not yet taken) is written atomically. Anything else
+    /// that already exists — `/dev/null`, a FIFO, a terminal — is opened and written in
+    /// place: renaming over it would replace a device or pipe with a plain file. A
+    /// symbolic link is followed, so the file it points to is replaced, not the link.
     pub fn create(path: Option<&Path>) -> Result<Output> {
         let capacity = 1 << 16;
-        match path {
-            None => Ok(Output {
+        let Some(path) = path else {
+            return Ok(Output {
                 writer: io::BufWriter::with_capacity(capacity, Box::new(io::stdout().lock())),
                 target: None,
-            }),
-            Some(path) => {
-                let display = path.display().to_string();
-                let dir = match path.parent() {
-                    Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-                    _ => PathBuf::from("."),
-                };
-                let name = path
-                    .file_name()
-                    .ok_or_else(|| Error::usage("-o needs a file name").in_file(&display))?;
-                let mut temp_name = std::ffi::OsString::from(".");
-                temp_name.push(name);
-                temp_name.push(format!(".tmp{}", std::process::id()));
-                let temp = dir.join(temp_name);
-                let file = fs::File::create(&temp)
-                    .map_err(|e| Error::io("cannot create output", e).in_file(&display))?;
-                Ok(Output {
+            });
+        };
+        let display = path.display().to_string();
+        let existing = fs::metadata(path).ok();
+        if let Some(meta) = &existing {
+            if !meta.is_file() {
+                let file = fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(|e| Error::io("cannot open output", e).in_file(&display))?;
+                return Ok(Output {
                     writer: io::BufWriter::with_capacity(capacity, Box::new(file)),
-                    target: Some((temp, path.to_path_buf())),
-                })
+                    target: None,
+                });
             }
         }
+        let final_path = match existing {
+            Some(_) => fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+            None => path.to_path_buf(),
+        };
+        let dir = match final_path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = final_path
+            .file_name()
+            .ok_or_else(|| Error::usage("-o needs a file name").in_file(&display))?;
+        let mut temp_name = std::ffi::OsString::from(".");
+        temp_name.push(name);
+        temp_name.push(format!(".tmp{}", std::process::id()));
+        let temp = dir.join(temp_name);
+        let file = fs::File::create(&temp)
+            .map_err(|e| Error::io("cannot create output", e).in_file(&display))?;
+        Ok(Output {
+            writer: io::BufWriter::with_capacity(capacity, Box::new(file)),
+            target: Some((temp, final_path)),
+        })
     }
 
     /// Flushes everything and, for `-o`, moves the finished file into place.

@@ -542,3 +542,42 @@ fn man_pages_document_every_flag() {
         assert!(flags >= 5, "{name} --help lists flags");
     }
 }
+
+/// `-o` onto something that is not a regular file (here a FIFO, as `/dev/null` or a
+/// pipe would be) writes into it and leaves it what it was; `-o` through a symbolic
+/// link replaces the file the link points to and keeps the link.
+#[test]
+fn output_into_a_fifo_or_through_a_link_keeps_it() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = scratch("fifo");
+    let fifo = dir.join("pipe");
+    let made = StdCommand::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let reader_path = fifo.clone();
+    let reader = std::thread::spawn(move || fs::read(reader_path).unwrap());
+    tool("bpe-train", &dir)
+        .args(["--vocab-size", "257", "-o", "pipe"])
+        .write_stdin("abab")
+        .assert()
+        .success();
+    // Checked before joining: had the FIFO been replaced, the reader would never return.
+    assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    let received = reader.join().unwrap();
+    assert_eq!(pairs_of(&received), vec![(97, 98)]);
+
+    fs::write(dir.join("real.json"), "old").unwrap();
+    std::os::unix::fs::symlink("real.json", dir.join("link.json")).unwrap();
+    tool("bpe-train", &dir)
+        .args(["--vocab-size", "257", "-o", "link.json"])
+        .write_stdin("abab")
+        .assert()
+        .success();
+    assert!(fs::symlink_metadata(dir.join("link.json"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        pairs_of(&fs::read(dir.join("real.json")).unwrap()),
+        vec![(97, 98)]
+    );
+}
