@@ -382,30 +382,3 @@ fn output_file_and_long_record() {
     let v: Value = serde_json::from_slice(&std::fs::read(dir.join("out.jsonl")).unwrap()).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 20_000);
 }
-
-#[test]
-fn every_help_flag_is_in_the_man_page() {
-    let dir = scratch("attn-man");
-    let help = tool("attn", &dir).arg("--help").output().unwrap();
-    let help = String::from_utf8(help.stdout).unwrap();
-    assert!(
-        help.trim_end().lines().last().unwrap().contains("attn"),
-        "help ends with examples"
-    );
-    let man =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("man/attn.1")).unwrap();
-    let man = man.replace("\\-", "-");
-    let mut flags = 0;
-    for word in help.split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']') {
-        if word.starts_with("--")
-            && word.len() > 2
-            && word[2..]
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-')
-        {
-            flags += 1;
-            assert!(man.contains(word), "{word} is not in man/attn.1");
-        }
-    }
-    assert!(flags > 15);
-}

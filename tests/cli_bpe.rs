@@ -509,11 +509,12 @@ fn closed_output_pipe_exits_zero_quietly() {
     assert_eq!(String::from_utf8_lossy(&output.stderr), "");
 }
 
-/// Every flag that `--help` lists appears in the tool's man page.
+/// Every flag that `--help` lists appears in the tool's man page, and every `--help`
+/// ends with example pipelines.
 #[test]
 fn man_pages_document_every_flag() {
     let dir = scratch("man");
-    for name in ["bpe-train", "bpe-encode", "bpe-decode"] {
+    for name in ["bpe-train", "bpe-encode", "bpe-decode", "attn"] {
         let help = tool(name, &dir)
             .arg("--help")
             .assert()
@@ -522,6 +523,11 @@ fn man_pages_document_every_flag() {
             .stdout
             .clone();
         let help = String::from_utf8(help).unwrap();
+        let last = help.trim_end().lines().last().unwrap_or("");
+        assert!(
+            last.contains(name),
+            "{name} --help ends with examples: {last}"
+        );
         let page = fs::read_to_string(format!("{}/man/{name}.1", env!("CARGO_MANIFEST_DIR")))
             .unwrap_or_else(|_| panic!("man/{name}.1 exists"));
         let page = page.replace("\\-", "-");
