@@ -105,9 +105,8 @@ struct Args {
     #[arg(long, value_name = "N", default_value = "4", value_parser = parse_precision)]
     precision: Precision,
 
-    /// Worker threads (0: all cores)
-    #[arg(short = 'j', long, value_name = "N", default_value_t = 0)]
-    threads: usize,
+    #[command(flatten)]
+    threads: cli::ThreadsArg,
 
     #[command(flatten)]
     common: CommonArgs,
@@ -188,25 +187,19 @@ fn main() -> ExitCode {
             },
             precision: args.precision,
             vectors: args.vectors,
-            threads: cli::thread_count(args.threads),
+            threads: args.threads.count(),
         };
         let stage = Attn::new(weights, options)?;
         let sources = input::sources(&args.common.files)?;
         let context = args.context.as_deref().map(input::Source::file);
         let mut out = Output::create(args.common.output.as_deref())?;
-        match attn::run(
+        let result = attn::run(
             &stage,
             &sources,
             args.common.no_mmap,
             context.as_ref(),
             &mut out,
-        ) {
-            Ok(()) => out.finish(),
-            Err(e) => {
-                use std::io::Write;
-                let _ = out.flush();
-                Err(e)
-            }
-        }
+        );
+        out.finish_with(result)
     })
 }

@@ -1,7 +1,6 @@
 //! bpe-decode: turns token ids (NDJSON records) back into text.
 #![deny(unsafe_code)]
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -54,12 +53,7 @@ fn main() -> ExitCode {
             no_mmap: args.common.no_mmap,
         };
         let mut out = Output::create(args.common.output.as_deref())?;
-        match commands::decode(config, &sources, &mut out) {
-            Ok(()) => out.finish(),
-            Err(e) => {
-                let _ = out.flush();
-                Err(e)
-            }
-        }
+        let result = commands::decode(config, &sources, &mut out);
+        out.finish_with(result)
     })
 }

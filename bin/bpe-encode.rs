@@ -52,9 +52,8 @@ struct Args {
     #[arg(long, value_name = "NAME|REGEX")]
     split: Option<String>,
 
-    /// Worker threads (0: all cores)
-    #[arg(short = 'j', long = "threads", value_name = "N", default_value_t = 0)]
-    threads: usize,
+    #[command(flatten)]
+    threads: cli::ThreadsArg,
 
     #[command(flatten)]
     common: CommonArgs,
@@ -85,23 +84,15 @@ fn main() -> ExitCode {
             count: args.count,
             header: !args.no_header,
             allowed_special,
-            threads: cli::thread_count(args.threads),
+            threads: args.threads.count(),
             no_mmap: args.common.no_mmap,
         };
         let mut out = Output::create(args.common.output.as_deref())?;
         let result = commands::encode(&config, &sources, &mut out);
-        match result {
-            Ok(stats) => {
-                out.finish()?;
-                if args.stats {
-                    let _ = writeln!(std::io::stderr(), "bpe-encode: {}", stats.summary());
-                }
-                Ok(())
-            }
-            Err(e) => {
-                let _ = out.flush();
-                Err(e)
-            }
+        let stats = out.finish_with(result)?;
+        if args.stats {
+            let _ = writeln!(std::io::stderr(), "bpe-encode: {}", stats.summary());
         }
+        Ok(())
     })
 }

@@ -42,9 +42,8 @@ struct Args {
     #[arg(long)]
     verbose: bool,
 
-    /// Worker threads (0: all cores)
-    #[arg(short = 'j', long = "threads", value_name = "N", default_value_t = 0)]
-    threads: usize,
+    #[command(flatten)]
+    threads: cli::ThreadsArg,
 
     #[command(flatten)]
     common: CommonArgs,
@@ -70,7 +69,7 @@ fn main() -> ExitCode {
             vocab_size: args.vocab_size,
             split,
             specials: args.special.clone(),
-            threads: cli::thread_count(args.threads),
+            threads: args.threads.count(),
             no_mmap: args.common.no_mmap,
         };
         let mut out = Output::create(args.common.output.as_deref())?;
@@ -104,7 +103,6 @@ fn main() -> ExitCode {
         if let Some(Some(bar)) = bar {
             bar.finish_and_clear();
         }
-        result?;
-        out.finish()
+        out.finish_with(result)
     })
 }

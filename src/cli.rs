@@ -117,6 +117,19 @@ impl Output {
         Ok(())
     }
 
+    /// Ends a run: on success, `finish`; on failure, flushes what was written before the
+    /// bad record (standard output keeps it; a `-o` temporary file is removed) and passes
+    /// the error on.
+    pub fn finish_with<T>(mut self, result: Result<T>) -> Result<T> {
+        match result {
+            Ok(value) => self.finish().map(|()| value),
+            Err(err) => {
+                let _ = self.writer.flush();
+                Err(err)
+            }
+        }
+    }
+
     fn display_name(&self) -> String {
         match &self.target {
             Some((_, path)) => path.display().to_string(),
@@ -161,13 +174,23 @@ pub fn progress_bar(quiet: bool, total: u64, what: &str) -> Option<indicatif::Pr
     Some(bar)
 }
 
-/// Number of worker threads for `-j N`: 0 means all cores.
-pub fn thread_count(requested: usize) -> usize {
-    if requested > 0 {
-        requested
-    } else {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
+/// `-j/--threads N`, for the tools whose work runs on several cores.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct ThreadsArg {
+    /// Worker threads (0: all cores)
+    #[arg(short = 'j', long = "threads", value_name = "N", default_value_t = 0)]
+    pub threads: usize,
+}
+
+impl ThreadsArg {
+    /// The number of worker threads: the value given, or all cores for 0.
+    pub fn count(self) -> usize {
+        if self.threads > 0 {
+            self.threads
+        } else {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        }
     }
 }

@@ -587,3 +587,33 @@ fn output_into_a_fifo_or_through_a_link_keeps_it() {
         vec![(97, 98)]
     );
 }
+
+/// `--stats` reports records, tokens, bytes per token and, for word models, unknown words.
+#[test]
+fn stats_report_tokens_and_unknown_words() {
+    let dir = scratch("stats");
+    let words = train(
+        &dir,
+        b"Life is short eat dessert first",
+        &["--model-type", "word"],
+    );
+    fs::write(dir.join("words.json"), words).unwrap();
+    tool("bpe-encode", &dir)
+        .args(["-m", "words.json", "--stats", "--no-header"])
+        .write_stdin("Life is sweet\n\ncake is short\n")
+        .assert()
+        .success()
+        .stdout("[0,4,6]\n[]\n[6,4,5]\n")
+        .stderr(
+            "bpe-encode: records 3 tokens 6 bytes 26 bytes/token 4.333 unknown 2 unknown-rate 33.33%\n",
+        );
+    let bpe = train(&dir, b"aaabdaaabac", &["--vocab-size", "259"]);
+    fs::write(dir.join("m.json"), bpe).unwrap();
+    tool("bpe-encode", &dir)
+        .args(["-m", "m.json", "--stats", "--whole", "--count"])
+        .write_stdin("aaabdaaabac")
+        .assert()
+        .success()
+        .stdout("5\n")
+        .stderr("bpe-encode: records 1 tokens 5 bytes 11 bytes/token 2.200\n");
+}

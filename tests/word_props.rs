@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 use toksuite::model::{ModelSource, WordModel};
-use toksuite::word::{self, WordCounter, WordEncoder, WordStats};
+use toksuite::word::{self, WordCounter, WordEncoder};
 use toksuite::ErrorKind;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/word");
@@ -400,39 +400,6 @@ fn malformed_models_are_data_errors_with_line_numbers() {
         assert_eq!(err.kind(), ErrorKind::Data, "{header}");
         assert_eq!(err.location(), Some("test.json:1"), "{header}: {err}");
     }
-}
-
-#[test]
-fn stats_count_records_bytes_tokens_and_unknown_words() {
-    let model = word::train(b"Life is short eat dessert first", None, 1).unwrap();
-    let mut stats = WordStats::default();
-    for record in [&b"Life is sweet"[..], b"", b"cake is short"] {
-        let mut ids = Vec::new();
-        let unknown = word::encode(&model, record, &mut ids);
-        stats.add(record.len(), ids.len(), Some(unknown));
-    }
-    assert_eq!(
-        stats,
-        WordStats {
-            records: 3,
-            bytes: 26,
-            tokens: 6,
-            unknown: Some(2)
-        }
-    );
-    assert_eq!(
-        stats.to_string(),
-        "records 3, bytes 26, tokens 6, bytes/token 4.33, unknown 2 (33.33%)"
-    );
-    let mut bpe = WordStats::default();
-    bpe.add(0, 0, None);
-    assert_eq!(
-        bpe.to_string(),
-        "records 1, bytes 0, tokens 0, bytes/token -"
-    );
-    bpe.merge(&stats);
-    assert_eq!(bpe.records, 4);
-    assert_eq!(bpe.unknown, Some(2));
 }
 
 // ---------------------------------------------------------------------------------------
