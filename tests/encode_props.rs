@@ -263,7 +263,12 @@ fn fast_equals_naive_seed_encode() {
         let model = model_from_merges(&merges, split, vec![]);
         let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
         for _ in 0..6 {
-            let max = if rng.below(8) == 0 { 400 } else { 40 };
+            // Lengths around the encoder's scan/heap switch (1024 bytes) included.
+            let max = match rng.below(16) {
+                0 => 2500,
+                1 | 2 => 400,
+                _ => 40,
+            };
             let text = random_text(&mut rng, alphabet, max);
             let mut fast = Vec::new();
             enc.encode(&text, &mut fast);
@@ -275,6 +280,42 @@ fn fast_equals_naive_seed_encode() {
                 String::from_utf8_lossy(&text)
             );
             assert_eq!(decode(&model, &fast), text);
+        }
+    }
+}
+
+/// The short-sequence scan packs merge id and position into one u32; vocabularies
+/// too large for the widest packing use narrower ones or the heap alone, with the
+/// same ids.
+#[test]
+fn huge_vocabularies_encode_like_naive() {
+    let mut rng = Rng::new(77);
+    let alphabet = b"ab";
+    let merges = random_merges(&mut rng, alphabet, 40);
+    for special_id in [
+        None,
+        Some(3_000_000),
+        Some(5_000_000),
+        Some(20_000_000),
+        Some(100_000_000),
+    ] {
+        let specials = special_id
+            .map(|id| {
+                vec![SpecialToken {
+                    text: "<|x|>".into(),
+                    id,
+                }]
+            })
+            .unwrap_or_default();
+        let model = model_from_merges(&merges, None, specials);
+        let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
+        for len in [
+            2usize, 60, 63, 64, 65, 255, 256, 257, 1023, 1024, 1025, 3000,
+        ] {
+            let text: Vec<u8> = (0..len).map(|_| alphabet[rng.below(2)]).collect();
+            let mut fast = Vec::new();
+            enc.encode(&text, &mut fast);
+            assert_eq!(fast, naive_encode(&model, &text), "{special_id:?} {len}");
         }
     }
 }
@@ -341,7 +382,9 @@ fn runs_of_one_byte_are_exact_and_not_quadratic() {
     merges.push((97, 256));
     let model = model_from_merges(&merges, None, vec![]);
     let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
-    for len in [1usize, 2, 3, 63, 64, 65, 1000, 200_001] {
+    for len in [
+        1usize, 2, 3, 63, 64, 65, 255, 256, 257, 1000, 1023, 1024, 1025, 200_001,
+    ] {
         let text = vec![b'a'; len];
         let mut fast = Vec::new();
         enc.encode(&text, &mut fast);
