@@ -32,6 +32,9 @@ struct Args {
     split: Option<String>,
 
     #[command(flatten)]
+    threads: cli::ThreadsArg,
+
+    #[command(flatten)]
     common: CommonArgs,
 }
 
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
             model,
             whole: args.whole,
             no_mmap: args.common.no_mmap,
+            threads: args.threads.count(),
         };
         let mut out = Output::create(args.common.output.as_deref())?;
         let result = commands::decode(config, &sources, &mut out);

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use crate::decode::{decode_ids, vocab_size};
+use crate::decode::{decode_ids, vocab_size, DecodeBuf, DecodeTable};
 use crate::encode::{encode_batch, AllowedSpecial, Encoder};
 use crate::error::{Error, Result};
 use crate::input::{self, Source};
@@ -490,61 +490,276 @@ pub struct DecodeConfig {
     pub whole: bool,
     /// Read files without memory-mapping them.
     pub no_mmap: bool,
+    /// Worker threads (at least 1).
+    pub threads: usize,
 }
+
+/// Input is handed to the decoder in runs of about this many bytes of whole lines.
+const DECODE_RUN: usize = 1 << 22;
+/// Runs shorter than this are decoded on one thread (threads would cost more).
+const DECODE_PARALLEL_MIN: usize = 1 << 18;
 
 /// Decodes id streams from `sources` to `out`. Header lines select the model of the
 /// records after them (or, with `-m`, must name it); without either, `o200k_base`.
+///
+/// Lines up to the last header of a run are decoded one by one; the rest of the run
+/// (records only) is cut at line ends and decoded on all threads, each record by
+/// [`DecodeTable::decode_record`]. A part that meets a record the fast path refuses is
+/// finished one record at a time by the general parser, which reads what is valid
+/// JSON and names the line of what is not, after everything before it is written.
 pub fn decode(config: DecodeConfig, sources: &[Source], out: &mut dyn Write) -> Result<()> {
-    let fixed = config.model.is_some();
-    let mut current: Option<Model> = config.model;
-    let mut ids = Vec::new();
-    let mut bytes = Vec::with_capacity(1 << 16);
-    input::for_each_line(sources, config.no_mmap, &mut |file, line_no, line| {
+    let mut decoder = StreamDecoder {
+        fixed: config.model.is_some(),
+        current: config.model,
+        table: None,
+        whole: config.whole,
+        threads: config.threads.max(1),
+        ids: Vec::new(),
+        bytes: DecodeBuf::default(),
+        slow: Vec::new(),
+        parts: Vec::new(),
+    };
+    input::for_each_line_run(
+        sources,
+        config.no_mmap,
+        DECODE_RUN,
+        &mut |file, first, run| {
+            let records_from = match memchr::memrchr(b'{', run) {
+                Some(p) => memchr::memchr(b'\n', &run[p..]).map_or(run.len(), |k| p + k + 1),
+                None => 0,
+            };
+            let headed = &run[..records_from];
+            decoder.lines(file, first, headed, out)?;
+            let line_no = first + memchr::memchr_iter(b'\n', headed).count() as u64;
+            decoder.records(file, line_no, &run[records_from..], out)
+        },
+    )
+}
+
+/// The state of `bpe-decode` along its input.
+struct StreamDecoder {
+    fixed: bool,
+    current: Option<Model>,
+    /// The fast table of `current`, built on first use.
+    table: Option<DecodeTable>,
+    whole: bool,
+    threads: usize,
+    ids: Vec<u32>,
+    bytes: DecodeBuf,
+    /// The general parser's output.
+    slow: Vec<u8>,
+    /// Per-part outputs of the parallel path, kept to reuse their memory.
+    parts: Vec<(DecodeBuf, Option<usize>)>,
+}
+
+impl StreamDecoder {
+    /// The current model and its table (o200k_base when no header has named one).
+    fn table(&mut self) -> Result<&DecodeTable> {
+        if self.current.is_none() {
+            self.current = Some(modelfile::load(modelfile::DEFAULT_MODEL, None)?);
+        }
+        let model = self.current.as_ref().expect("model chosen above");
+        Ok(self.table.get_or_insert_with(|| DecodeTable::new(model)))
+    }
+
+    /// One line: a header, or a record decoded and written.
+    fn line(&mut self, file: &str, line_no: u64, line: &[u8], out: &mut dyn Write) -> Result<()> {
         if ndjson::is_header(line) {
-            let header =
-                ndjson::parse_header(line).map_err(|e| Error::data(e).at_line(file, line_no))?;
-            let named = modelfile::parse_stream_header(&header)
-                .map_err(|e| Error::data(e).at_line(file, line_no))?;
-            if fixed {
-                let model = current.as_ref().map(Model::source);
-                if let Some(source) = model {
-                    if !modelfile::same_model(source, &named) {
-                        return Err(Error::data(format!(
-                            "the stream was encoded with model {} but -m gives another model",
-                            describe(&named)
-                        ))
-                        .at_line(file, line_no));
-                    }
-                }
-            } else {
-                let reuse =
-                    matches!(&current, Some(m) if modelfile::same_model(m.source(), &named));
-                if !reuse {
-                    current = Some(load_named(&named).map_err(|e| e.at_line(file, line_no))?);
-                }
+            return self.header(file, line_no, line);
+        }
+        let whole = self.whole;
+        let mut bytes = std::mem::take(&mut self.bytes);
+        bytes.clear();
+        let result = self.record(file, line_no, line, &mut bytes).and_then(|()| {
+            if !whole {
+                bytes.push(b'\n');
             }
+            out.write_all(bytes.as_slice()).map_err(write_err)
+        });
+        self.bytes = bytes;
+        result
+    }
+
+    /// Appends the bytes of one record: the fast path, else the general parser.
+    fn record(
+        &mut self,
+        file: &str,
+        line_no: u64,
+        line: &[u8],
+        bytes: &mut DecodeBuf,
+    ) -> Result<()> {
+        if self.table()?.decode_record(line, bytes) {
             return Ok(());
         }
-        ndjson::parse_ids_into(line, &mut ids)
+        ndjson::parse_ids_into(line, &mut self.ids)
             .map_err(|e| Error::data(e).at_line(file, line_no))?;
-        if current.is_none() {
-            current = Some(modelfile::load(modelfile::DEFAULT_MODEL, None)?);
-        }
-        let model = current.as_ref().expect("model chosen above");
-        bytes.clear();
-        if let Err(id) = decode_ids(model, &ids, &mut bytes) {
+        let model = self.current.as_ref().expect("table() loaded a model");
+        self.slow.clear();
+        if let Err(id) = decode_ids(model, &self.ids, &mut self.slow) {
             return Err(Error::data(format!(
                 "id {id} is not in the vocabulary (size {})",
                 vocab_size(model)
             ))
             .at_line(file, line_no));
         }
-        if !config.whole {
+        bytes.extend_from_slice(&self.slow);
+        Ok(())
+    }
+
+    fn header(&mut self, file: &str, line_no: u64, line: &[u8]) -> Result<()> {
+        let header =
+            ndjson::parse_header(line).map_err(|e| Error::data(e).at_line(file, line_no))?;
+        let named = modelfile::parse_stream_header(&header)
+            .map_err(|e| Error::data(e).at_line(file, line_no))?;
+        if self.fixed {
+            if let Some(model) = &self.current {
+                if !modelfile::same_model(model.source(), &named) {
+                    return Err(Error::data(format!(
+                        "the stream was encoded with model {} but -m gives another model",
+                        describe(&named)
+                    ))
+                    .at_line(file, line_no));
+                }
+            }
+        } else {
+            let reuse =
+                matches!(&self.current, Some(m) if modelfile::same_model(m.source(), &named));
+            if !reuse {
+                self.current = Some(load_named(&named).map_err(|e| e.at_line(file, line_no))?);
+                self.table = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// Lines that hold no header (`text`, whose first line is `first_line`), on
+    /// `threads` threads: one line cut at commas, several lines in parts at line ends.
+    fn records(
+        &mut self,
+        file: &str,
+        first_line: u64,
+        text: &[u8],
+        out: &mut dyn Write,
+    ) -> Result<()> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        if self.threads < 2 || text.len() < DECODE_PARALLEL_MIN {
+            return self.lines(file, first_line, text, out);
+        }
+        // One long line (a `--whole` stream is one) is cut inside; several lines go in
+        // parts, each decoded whole.
+        let body = text.strip_suffix(b"\n").unwrap_or(text);
+        if memchr::memchr(b'\n', body).is_none() {
+            return self.long_record(file, first_line, body, out);
+        }
+        self.parts_parallel(file, first_line, text, out)
+    }
+
+    /// One long record, its ids cut at commas for the threads.
+    fn long_record(
+        &mut self,
+        file: &str,
+        line_no: u64,
+        line: &[u8],
+        out: &mut dyn Write,
+    ) -> Result<()> {
+        let threads = self.threads;
+        let mut bytes = std::mem::take(&mut self.bytes);
+        bytes.clear();
+        let decoded = self
+            .table()?
+            .decode_record_parallel(line, threads, &mut bytes);
+        if decoded && !self.whole {
             bytes.push(b'\n');
         }
-        out.write_all(&bytes)
-            .map_err(|e| Error::io("write failed", e).in_file("<stdout>"))
-    })
+        let written = decoded.then(|| out.write_all(bytes.as_slice()).map_err(write_err));
+        self.bytes = bytes;
+        match written {
+            Some(result) => result,
+            None => self.line(file, line_no, line, out),
+        }
+    }
+
+    /// Short records, cut into one part per thread at line ends and decoded in
+    /// parallel; each part's output is written in order, and a part whose fast path
+    /// stopped is finished by [`line`](Self::line) from the record that stopped it.
+    fn parts_parallel(
+        &mut self,
+        file: &str,
+        first_line: u64,
+        text: &[u8],
+        out: &mut dyn Write,
+    ) -> Result<()> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        let threads = self.threads;
+        let whole = self.whole;
+        let chunks = crate::decode::cut_after(text, b'\n', threads);
+        let mut parts = std::mem::take(&mut self.parts);
+        parts.resize_with(chunks.len(), Default::default);
+        let table = self.table()?;
+        std::thread::scope(|scope| {
+            for ((buf, stopped), chunk) in parts.iter_mut().zip(&chunks) {
+                scope.spawn(move || {
+                    buf.clear();
+                    *stopped = None;
+                    let mut offset = 0;
+                    for line in input::Lines::new(chunk) {
+                        if !table.decode_record(line, buf) {
+                            *stopped = Some(offset);
+                            return;
+                        }
+                        if !whole {
+                            buf.push(b'\n');
+                        }
+                        offset += line.len() + 1;
+                    }
+                });
+            }
+        });
+        let result = self.write_parts(file, first_line, &parts, &chunks, out);
+        self.parts = parts;
+        result
+    }
+
+    /// Writes the parts' outputs in order; a part whose fast path stopped is finished
+    /// one line at a time from the record that stopped it.
+    fn write_parts(
+        &mut self,
+        file: &str,
+        first_line: u64,
+        parts: &[(DecodeBuf, Option<usize>)],
+        chunks: &[&[u8]],
+        out: &mut dyn Write,
+    ) -> Result<()> {
+        let mut chunk_line = first_line;
+        for ((buf, stopped), chunk) in parts.iter().zip(chunks) {
+            out.write_all(buf.as_slice()).map_err(write_err)?;
+            if let Some(offset) = *stopped {
+                let line_no =
+                    chunk_line + memchr::memchr_iter(b'\n', &chunk[..offset]).count() as u64;
+                self.lines(file, line_no, &chunk[offset..], out)?;
+            }
+            chunk_line += memchr::memchr_iter(b'\n', chunk).count() as u64;
+        }
+        Ok(())
+    }
+
+    /// Lines one at a time, the first being line `first_line`.
+    fn lines(
+        &mut self,
+        file: &str,
+        first_line: u64,
+        text: &[u8],
+        out: &mut dyn Write,
+    ) -> Result<()> {
+        for (line_no, line) in (first_line..).zip(input::Lines::new(text)) {
+            self.line(file, line_no, line, out)?;
+        }
+        Ok(())
+    }
 }
 
 fn describe(named: &StreamModel) -> String {

@@ -218,6 +218,79 @@ pub fn for_each_block(
     Ok(())
 }
 
+/// A callback for `for_each_line_run`: source name, 1-based number of the run's first
+/// line, the run's bytes.
+pub type RunHandler<'a> = dyn FnMut(&str, u64, &[u8]) -> Result<()> + 'a;
+
+/// Calls `each` with runs of whole lines of every source, in order, for work spread
+/// over threads: the source name, the 1-based number of the run's first line, and the
+/// bytes (each line with its `\n`; a source's last line may lack one). A run is about
+/// `target` bytes or one longer line, so memory stays bounded by `target` plus the
+/// longest line. The lines are those of [`for_each_line`].
+pub fn for_each_line_run(
+    sources: &[Source],
+    no_mmap: bool,
+    target: usize,
+    each: &mut RunHandler,
+) -> Result<()> {
+    let target = target.max(1);
+    for source in sources {
+        let mut line_no = 1;
+        if let (false, Some(path)) = (no_mmap, &source.path) {
+            let file = open_file(source, path)?;
+            if let Some(map) = try_map(&file) {
+                let mut rest: &[u8] = &map;
+                while !rest.is_empty() {
+                    let end = match memchr::memchr(b'\n', &rest[target.min(rest.len() - 1)..]) {
+                        Some(k) => target.min(rest.len() - 1) + k + 1,
+                        None => rest.len(),
+                    };
+                    let (run, tail) = rest.split_at(end);
+                    each(&source.name, line_no, run)?;
+                    line_no += memchr::memchr_iter(b'\n', run).count() as u64;
+                    rest = tail;
+                }
+                continue;
+            }
+        }
+        let mut stream = open_stream(source)?;
+        let mut buf: Vec<u8> = Vec::with_capacity(target + (1 << 16));
+        let mut eof = false;
+        while !eof {
+            // Fill to `target`, or further until a line ends, or to the end of input.
+            let mut searched = 0;
+            let cut = loop {
+                if buf.len() >= target {
+                    if let Some(k) = memchr::memrchr(b'\n', &buf[searched..]) {
+                        break searched + k + 1;
+                    }
+                    searched = buf.len();
+                }
+                let have = buf.len();
+                buf.resize(have + (target.max(have) - have).max(1 << 16), 0);
+                let n = loop {
+                    match stream.read(&mut buf[have..]) {
+                        Ok(n) => break n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(Error::io("read failed", e).in_file(&source.name)),
+                    }
+                };
+                buf.truncate(have + n);
+                if n == 0 {
+                    eof = true;
+                    break buf.len();
+                }
+            };
+            if cut > 0 {
+                each(&source.name, line_no, &buf[..cut])?;
+                line_no += memchr::memchr_iter(b'\n', &buf[..cut]).count() as u64;
+                buf.drain(..cut);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The lines of a byte slice, as `for_each_line` defines them.
 pub struct Lines<'a> {
     rest: &'a [u8],

@@ -2,6 +2,9 @@
 //! with their identity (built-in name or file hash) for id-stream headers.
 //! Loading and writing of model files lives in the submodules.
 
+use std::ops::Deref;
+use std::sync::OnceLock;
+
 use ahash::AHashMap;
 
 /// Where a model came from; id-stream headers name it (CONTRACT.md, "Records").
@@ -44,7 +47,7 @@ pub struct BpeModel {
     /// Pair -> merged id. For model files, one pair per merge. For tiktoken rank tables,
     /// every split of a token into two tokens, so that "merge the adjacent pair with the
     /// lowest id, leftmost first" is exactly tiktoken's rank-based algorithm.
-    pub merge_ids: AHashMap<(u32, u32), u32>,
+    pub merge_ids: PairIds,
     /// Bytes of every non-special id: `token_bytes[token_offsets[i]..token_offsets[i+1]]`.
     /// An id whose span is empty is not in the vocabulary (rank tables may have gaps).
     pub token_bytes: Vec<u8>,
@@ -80,6 +83,55 @@ impl BpeModel {
             .max()
             .unwrap_or(0)
             .max(ordinary)
+    }
+}
+
+/// The pair -> merged id map of a [`BpeModel`], read as an `AHashMap` through `Deref`.
+/// The built-in vocabularies fill it on first use from their compiled-in table: a
+/// decoder never needs it, and filling o200k_base's 446k pairs is most of its load time.
+#[derive(Debug, Clone, Default)]
+pub struct PairIds {
+    map: OnceLock<AHashMap<(u32, u32), u32>>,
+    /// Little-endian `(a, b, id)` u32 triples to fill `map` from.
+    packed: &'static [u8],
+}
+
+impl PairIds {
+    /// Pairs filled on first use from little-endian `(a, b, id)` u32 triples.
+    pub fn lazy(packed: &'static [u8]) -> PairIds {
+        PairIds {
+            map: OnceLock::new(),
+            packed,
+        }
+    }
+}
+
+impl From<AHashMap<(u32, u32), u32>> for PairIds {
+    fn from(map: AHashMap<(u32, u32), u32>) -> PairIds {
+        PairIds {
+            map: OnceLock::from(map),
+            packed: &[],
+        }
+    }
+}
+
+impl Deref for PairIds {
+    type Target = AHashMap<(u32, u32), u32>;
+    fn deref(&self) -> &Self::Target {
+        self.map.get_or_init(|| {
+            let mut map = AHashMap::with_capacity(self.packed.len() / 12);
+            for p in self.packed.chunks_exact(12) {
+                let get = |k: usize| u32::from_le_bytes([p[k], p[k + 1], p[k + 2], p[k + 3]]);
+                map.insert((get(0), get(4)), get(8));
+            }
+            map
+        })
+    }
+}
+
+impl PartialEq for PairIds {
+    fn eq(&self, other: &PairIds) -> bool {
+        **self == **other
     }
 }
 
@@ -164,7 +216,8 @@ impl BpeModel {
             .iter()
             .enumerate()
             .map(|(k, &pair)| (pair, 256 + k as u32))
-            .collect();
+            .collect::<AHashMap<_, _>>()
+            .into();
         BpeModel {
             source,
             split,

@@ -13,12 +13,13 @@
 //! Performance notes: parsing o200k_base's rank file (base64, then every split of every
 //! token looked up) took ~200 ms of CPU here, paid by every `echo hello | bpe-encode`.
 //! So build.rs converts the shipped `assets/*.tiktoken` into ready tables at compile
-//! time, and [`builtin`] only copies them and fills `merge_ids`.
+//! time, and [`builtin`] only copies them; `merge_ids` is filled on first use (an
+//! encoder needs it, a decoder does not).
 
 use ahash::AHashMap;
 
 use crate::error::{Error, Result};
-use crate::model::{BpeModel, ModelSource, SpecialToken, SplitSpec};
+use crate::model::{BpeModel, ModelSource, PairIds, SpecialToken, SplitSpec};
 use crate::pretokenize;
 
 /// The names of the built-in models, the default first.
@@ -84,7 +85,7 @@ pub fn builtin(name: &str) -> Option<BpeModel> {
 /// Reads a blob written by build.rs; `None` if it is malformed (it never is: the tests
 /// compare every built-in with a parse of its rank file).
 fn from_blob(
-    blob: &[u8],
+    blob: &'static [u8],
     source: ModelSource,
     split: SplitSpec,
     specials: Vec<SpecialToken>,
@@ -109,11 +110,7 @@ fn from_blob(
     let pairs_at = 257 + n + 1;
     let n_pairs = word(pairs_at)? as usize;
     let pair_bytes = blob.get(4 * (pairs_at + 1)..4 * (pairs_at + 1 + 3 * n_pairs))?;
-    let mut merge_ids = AHashMap::with_capacity(n_pairs);
-    for p in pair_bytes.chunks_exact(12) {
-        let get = |k: usize| u32::from_le_bytes([p[k], p[k + 1], p[k + 2], p[k + 3]]);
-        merge_ids.insert((get(0), get(4)), get(8));
-    }
+    let merge_ids = PairIds::lazy(pair_bytes);
     let tokens_at = 4 * (pairs_at + 1 + 3 * n_pairs);
     let token_bytes = blob.get(tokens_at..)?.to_vec();
     if token_offsets.last().copied()? as usize != token_bytes.len() {
@@ -270,7 +267,7 @@ pub fn load_rank_file(
         specials,
         base_id_of_byte,
         merges: Vec::new(),
-        merge_ids,
+        merge_ids: merge_ids.into(),
         token_bytes: ordered,
         token_offsets,
     })

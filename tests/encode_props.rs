@@ -60,7 +60,7 @@ pub fn model_from_merges(
         specials,
         base_id_of_byte,
         merges: merges.to_vec(),
-        merge_ids,
+        merge_ids: merge_ids.into(),
         token_bytes,
         token_offsets,
     }

@@ -5,6 +5,7 @@ mod attn_kernel;
 mod attn_rng;
 mod cli_bpe;
 mod common;
+mod decode_props;
 mod encode_props;
 mod pretokenize_props;
 mod tiktoken_goldens;

@@ -1,0 +1,313 @@
+//! bpe-decode's fast path (one pass over compact records, threads over parts of the
+//! input and inside long records) against the general JSON reader it falls back to:
+//! the same bytes for every record either reads, the same errors on the same lines.
+
+use std::fs;
+
+use predicates::prelude::*;
+use toksuite::decode::{decode_ids, DecodeBuf, DecodeTable};
+use toksuite::model::{Model, ModelSource, SpecialToken};
+use toksuite::ndjson;
+
+use crate::common::{scratch, tool, Rng};
+use crate::encode_props::{model_from_merges, random_merges};
+
+/// The general reader: the JSON parse, then id by id.
+fn slow_decode(model: &Model, line: &[u8]) -> Option<Vec<u8>> {
+    let mut ids = Vec::new();
+    ndjson::parse_ids_into(line, &mut ids).ok()?;
+    let mut out = Vec::new();
+    decode_ids(model, &ids, &mut out).ok()?;
+    Some(out)
+}
+
+fn word_model() -> Model {
+    let text = "{\"kind\":\"word\",\"version\":1}\n\
+        {\"id\":0,\"word\":\"Life\",\"count\":1}\n\
+        {\"id\":1,\"word\":\"dessert\",\"count\":1}\n\
+        {\"id\":2,\"word\":\"eat\",\"count\":1}\n";
+    let source = ModelSource::File {
+        name: "w".into(),
+        sha256: String::new(),
+    };
+    toksuite::modelfile::parse(text.as_bytes(), source, "w").unwrap()
+}
+
+/// A record line: mostly the encoder's compact form, sometimes with the things only
+/// the general reader accepts (spaces) or that nobody accepts.
+fn random_line(rng: &mut Rng, vocab: u64) -> Vec<u8> {
+    let n = rng.below(12) as usize;
+    let ids: Vec<u64> = (0..n)
+        .map(|_| match rng.below(20) {
+            0 => vocab + rng.below(5),                    // outside the vocabulary
+            1 => 123_456_789 + rng.below(10_000_000_000), // long numbers
+            _ => rng.below(vocab),
+        })
+        .collect();
+    let mut line = String::from("[");
+    for (k, id) in ids.iter().enumerate() {
+        if k > 0 {
+            line.push(',');
+        }
+        line.push_str(&id.to_string());
+    }
+    line.push(']');
+    let mut bytes = line.into_bytes();
+    match rng.below(12) {
+        0 if !bytes.is_empty() => {
+            let at = rng.below(bytes.len() as u64) as usize;
+            bytes.insert(at, b' ');
+        }
+        1 if !bytes.is_empty() => {
+            let at = rng.below(bytes.len() as u64) as usize;
+            bytes.insert(at, b"0,-x.e]["[rng.below(8) as usize]);
+        }
+        2 if !bytes.is_empty() => {
+            let at = rng.below(bytes.len() as u64) as usize;
+            bytes.remove(at);
+        }
+        3 => bytes.push(b'\r'),
+        _ => {}
+    }
+    bytes
+}
+
+#[test]
+fn fast_records_equal_the_general_reader() {
+    let mut rng = Rng::new(5);
+    let mut fast_count = 0;
+    for case in 0..40 {
+        let merges = random_merges(&mut rng_small(case), b"abc \xff", 30);
+        let specials = vec![SpecialToken {
+            text: "<|end|>".into(),
+            id: 300,
+        }];
+        let models = [
+            Model::Bpe(model_from_merges(&merges, None, specials)),
+            word_model(),
+        ];
+        for model in &models {
+            let table = DecodeTable::new(model);
+            let vocab = toksuite::decode::vocab_size(model) as u64;
+            for _ in 0..300 {
+                let line = random_line(&mut rng, vocab);
+                let mut buf = DecodeBuf::default();
+                buf.extend_from_slice(b"before");
+                let fast = table.decode_record(&line, &mut buf);
+                let slow = slow_decode(model, &line);
+                let text = String::from_utf8_lossy(&line);
+                if fast {
+                    fast_count += 1;
+                    let mut want = b"before".to_vec();
+                    want.extend(slow.unwrap_or_else(|| panic!("fast read {text}, slow did not")));
+                    assert_eq!(buf.as_slice(), want, "{text}");
+                } else {
+                    assert_eq!(buf.as_slice(), b"before", "{text}: refused but wrote");
+                    // Refusals are for what the compact form does not cover.
+                    if let Some(bytes) = &slow {
+                        let mut ids = Vec::new();
+                        ndjson::parse_ids_into(&line, &mut ids).unwrap();
+                        let mut canonical = Vec::new();
+                        ndjson::push_ids(&mut canonical, &ids);
+                        assert!(
+                            canonical != line || ids.iter().any(|&id| id >= 100_000_000),
+                            "{text}: compact and valid ({} bytes) but refused",
+                            bytes.len()
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        fast_count > 5000,
+        "the fast path took only {fast_count} records"
+    );
+}
+
+fn rng_small(case: u64) -> crate::encode_props::Rng {
+    crate::encode_props::Rng::new(case + 1)
+}
+
+#[test]
+fn long_records_cut_between_ids_equal_one_pass() {
+    let mut rng = Rng::new(9);
+    let merges = random_merges(&mut rng_small(3), b"ab", 40);
+    for model in [
+        Model::Bpe(model_from_merges(&merges, None, vec![])),
+        word_model(),
+    ] {
+        let table = DecodeTable::new(&model);
+        let vocab = toksuite::decode::vocab_size(&model) as u64;
+        for case in 0..12 {
+            let ids: Vec<u32> = (0..40_000).map(|_| rng.below(vocab) as u32).collect();
+            let mut line = Vec::new();
+            ndjson::push_ids(&mut line, &ids);
+            match case % 4 {
+                1 => line.insert(1 + rng.below(line.len() as u64 - 2) as usize, b' '),
+                2 => {
+                    let at = line.len() - 1;
+                    line.insert(at, b',');
+                }
+                3 => {
+                    let at = 1 + rng.below(line.len() as u64 - 2) as usize;
+                    line[at] = b'x';
+                }
+                _ => {}
+            }
+            let mut one = DecodeBuf::default();
+            let mut cut = DecodeBuf::default();
+            let a = table.decode_record(&line, &mut one);
+            let b = table.decode_record_parallel(&line, 2, &mut cut);
+            assert_eq!(a, b, "case {case}");
+            assert_eq!(one.as_slice(), cut.as_slice(), "case {case}");
+            assert_eq!(a, case % 4 == 0, "case {case}");
+            if a {
+                assert_eq!(Some(one.as_slice().to_vec()), slow_decode(&model, &line));
+            }
+        }
+    }
+}
+
+/// A stream big enough for the threads (several parts), with records only the
+/// general reader accepts, then an error deep inside: the output is everything before
+/// the error, the message names its line, through a file (mapped) or standard input,
+/// on one thread or two.
+#[test]
+fn big_streams_decode_in_parallel_and_stop_at_the_right_line() {
+    let dir = scratch("decodebig");
+    let mut rng = Rng::new(11);
+    let text: Vec<u8> = (0..1_500_000)
+        .map(|k| {
+            if k % 60 == 59 {
+                b'\n'
+            } else {
+                b"abcd efg"[rng.below(8) as usize]
+            }
+        })
+        .collect();
+    fs::write(dir.join("text.txt"), &text).unwrap();
+    tool("bpe-train", &dir)
+        .args(["--vocab-size", "300", "-o", "m.json", "text.txt"])
+        .assert()
+        .success();
+    let ids = tool("bpe-encode", &dir)
+        .args(["-m", "m.json", "text.txt"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let mut lines: Vec<Vec<u8>> = ids.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
+    lines.pop();
+    // Spaces in a few records: valid JSON, read by the general reader, same bytes.
+    for k in [5usize, 9000, 17_000] {
+        let line = &mut lines[k];
+        let at = line.iter().position(|&b| b == b',').unwrap_or(1);
+        line.insert(at + 1, b' ');
+        line.insert(1, b' ');
+    }
+    let join = |lines: &[Vec<u8>]| -> Vec<u8> {
+        let mut all = Vec::new();
+        for l in lines {
+            all.extend_from_slice(l);
+            all.push(b'\n');
+        }
+        all
+    };
+    fs::write(dir.join("ids.jsonl"), join(&lines)).unwrap();
+    for threads in ["1", "2"] {
+        tool("bpe-decode", &dir)
+            .args(["-j", threads, "ids.jsonl"])
+            .assert()
+            .success()
+            .stdout(predicate::eq(text.clone()));
+        tool("bpe-decode", &dir)
+            .args(["-j", threads])
+            .write_stdin(join(&lines))
+            .assert()
+            .success()
+            .stdout(predicate::eq(text.clone()));
+    }
+    // An unknown id on line 18001 (the header is line 1).
+    let bad = 18_000;
+    lines[bad] = b"[97,70000]".to_vec();
+    fs::write(dir.join("bad.jsonl"), join(&lines)).unwrap();
+    let before: Vec<u8> = text
+        .split(|&b| b == b'\n')
+        .take(bad - 1)
+        .fold(Vec::new(), |mut v, l| {
+            v.extend_from_slice(l);
+            v.push(b'\n');
+            v
+        });
+    for threads in ["1", "2"] {
+        tool("bpe-decode", &dir)
+            .args(["-j", threads, "bad.jsonl"])
+            .assert()
+            .code(1)
+            .stdout(predicate::eq(before.clone()))
+            .stderr(format!(
+                "bpe-decode: error: bad.jsonl:{}: id 70000 is not in the vocabulary (size 300)\n",
+                bad + 1
+            ));
+        tool("bpe-decode", &dir)
+            .args(["-j", threads])
+            .write_stdin(join(&lines))
+            .assert()
+            .code(1)
+            .stdout(predicate::eq(before.clone()))
+            .stderr(predicate::str::starts_with(format!(
+                "bpe-decode: error: <stdin>:{}: id 70000",
+                bad + 1
+            )));
+    }
+}
+
+/// `--whole` streams are one long record: cut between ids for the threads, read by
+/// the general reader when it has spaces, and an error in it names line 2.
+#[test]
+fn whole_streams_are_cut_between_ids() {
+    let dir = scratch("decodewhole");
+    let mut rng = Rng::new(12);
+    let text: Vec<u8> = (0..400_000).map(|_| rng.below(256) as u8).collect();
+    fs::write(dir.join("bin"), &text).unwrap();
+    let ids = tool("bpe-encode", &dir)
+        .args(["--whole", "bin"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    fs::write(dir.join("ids.jsonl"), &ids).unwrap();
+    for threads in ["1", "2"] {
+        tool("bpe-decode", &dir)
+            .args(["--whole", "-j", threads, "ids.jsonl"])
+            .assert()
+            .success()
+            .stdout(predicate::eq(text.clone()));
+    }
+    let spaced: Vec<u8> = ids
+        .iter()
+        .flat_map(|&b| if b == b',' { vec![b',', b' '] } else { vec![b] })
+        .collect();
+    tool("bpe-decode", &dir)
+        .args(["--whole", "-j", "2"])
+        .write_stdin(spaced)
+        .assert()
+        .success()
+        .stdout(predicate::eq(text.clone()));
+    let mut bad = ids.clone();
+    let at = bad.len() * 2 / 3;
+    let comma = at + bad[at..].iter().position(|&b| b == b',').unwrap();
+    bad.insert(comma + 1, b'-');
+    tool("bpe-decode", &dir)
+        .args(["--whole", "-j", "2"])
+        .write_stdin(bad)
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::starts_with(
+            "bpe-decode: error: <stdin>:2: negative id",
+        ));
+}
