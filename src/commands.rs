@@ -315,7 +315,7 @@ impl EncodeStats {
 
 enum AnyEncoder<'m> {
     Bpe(Encoder<'m>),
-    Word(crate::word::WordEncoder),
+    Word(crate::word::WordEncoder<'m>),
 }
 
 impl AnyEncoder<'_> {

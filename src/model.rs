@@ -143,8 +143,8 @@ pub struct WordModel {
     pub words: Vec<String>,
     /// Counts when learned, parallel to `words` (display only).
     pub counts: Vec<u64>,
-    /// Word -> id.
-    pub ids: AHashMap<String, u32>,
+    /// Word (its bytes) -> id.
+    pub ids: crate::word::WordIds,
     /// The unknown-word token's text and id (`[UNK]`, `words.len()`).
     pub unk_text: String,
     pub unk_id: u32,

@@ -108,7 +108,9 @@ pub fn parse(bytes: &[u8], source: ModelSource, file: &str) -> Result<Model> {
     match header.get("kind").and_then(Value::as_str) {
         Some("bpe") => parse_bpe(&header, &mut numbered, source, file).map(Model::Bpe),
         Some("word") => {
-            crate::word::parse_model(&header, &mut numbered, source, file).map(Model::Word)
+            // Room for every line up front: growing the word table rehashes it.
+            let lines = memchr::memchr_iter(b'\n', bytes).count() + 1;
+            crate::word::parse_model(&header, &mut numbered, lines, source, file).map(Model::Word)
         }
         Some(other) => Err(header_error(
             file,

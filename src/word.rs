@@ -318,6 +318,7 @@ impl Inline {
 
 /// Word -> number, with short words held inline ([`Inline`]) and long ones as `L`
 /// (borrowed `&[u8]` while counting a shard, owned `Box<[u8]>` elsewhere).
+#[derive(Clone)]
 struct WordIndex<L> {
     short: AHashMap<Inline, u32>,
     long: AHashMap<L, u32>,
@@ -388,6 +389,46 @@ impl<L: std::borrow::Borrow<[u8]> + std::hash::Hash + Eq> WordIndex<L> {
             }
         }
         words
+    }
+}
+
+/// Word (its bytes) -> id of a [`WordModel`]: built once when the model is read or
+/// trained, and used as is by the encoder (it used to be built twice, as a map of
+/// display strings and again as the encoder's table: most of a 540k-word model's load).
+#[derive(Clone)]
+pub struct WordIds(WordIndex<Box<[u8]>>);
+
+impl WordIds {
+    /// An empty table with room for `n` words.
+    pub fn with_capacity(n: usize) -> WordIds {
+        WordIds(WordIndex::with_capacity(n))
+    }
+
+    /// The id of `word`.
+    #[inline]
+    pub fn get(&self, word: &[u8]) -> Option<u32> {
+        self.0.get(word)
+    }
+
+    /// Adds `word` as `id`; if the word is there already, returns its id and keeps it.
+    pub fn insert(&mut self, word: &[u8], id: u32) -> Option<u32> {
+        self.0.get_or_insert(word, id)
+    }
+
+    /// The number of words.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when there are no words.
+    pub fn is_empty(&self) -> bool {
+        self.0.len() == 0
+    }
+}
+
+impl std::fmt::Debug for WordIds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WordIds({} words)", self.len())
     }
 }
 
@@ -622,11 +663,10 @@ impl WordCounter {
         kept.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         let mut words = Vec::with_capacity(kept.len());
         let mut counts = Vec::with_capacity(kept.len());
-        let mut ids = AHashMap::with_capacity(kept.len());
+        let mut ids = WordIds::with_capacity(kept.len());
         for (id, (_, word, count)) in kept.into_iter().enumerate() {
-            let key = key_of(&word).into_owned();
-            ids.insert(key.clone(), id as u32);
-            words.push(key);
+            ids.insert(&word, id as u32);
+            words.push(key_of(&word).into_owned());
             counts.push(count);
         }
         Ok(WordModel {
@@ -710,7 +750,7 @@ pub fn word_bytes(model: &WordModel, id: u32) -> Option<Cow<'_, [u8]>> {
 
 /// The id of `word` (its bytes), or `None` when it is not in the vocabulary.
 pub fn lookup(model: &WordModel, word: &[u8]) -> Option<u32> {
-    model.ids.get(key_of(word).as_ref()).copied()
+    model.ids.get(word)
 }
 
 /// Appends the ids of the words of `record` to `out`; words outside the vocabulary
@@ -718,11 +758,7 @@ pub fn lookup(model: &WordModel, word: &[u8]) -> Option<u32> {
 pub fn encode(model: &WordModel, record: &[u8], out: &mut Vec<u32>) -> u64 {
     let mut unknown = 0;
     split_generic(record, &mut |w: &[u8]| {
-        let id = match std::str::from_utf8(w) {
-            Ok(s) => model.ids.get(s).copied(),
-            Err(_) => lookup(model, w),
-        };
-        out.push(id.unwrap_or_else(|| {
+        out.push(model.ids.get(w).unwrap_or_else(|| {
             unknown += 1;
             model.unk_id
         }));
@@ -730,23 +766,18 @@ pub fn encode(model: &WordModel, record: &[u8], out: &mut Vec<u32>) -> u64 {
     unknown
 }
 
-/// A word model prepared for fast encoding: its words in a table keyed by their bytes,
-/// short words inline ([`encode`] looks words up in the model's `String` map instead,
-/// which costs a UTF-8 check and a pointer chase per word). Build once per model.
-pub struct WordEncoder {
-    index: WordIndex<Box<[u8]>>,
+/// A word model's encoder: its word table (keyed by bytes, short words inline), shared
+/// by the threads.
+pub struct WordEncoder<'m> {
+    ids: &'m WordIds,
     unk_id: u32,
 }
 
-impl WordEncoder {
-    /// Prepares `model` for encoding.
-    pub fn new(model: &WordModel) -> WordEncoder {
-        let mut index = WordIndex::with_capacity(model.words.len());
-        for (id, key) in model.words.iter().enumerate() {
-            index.get_or_insert(&key_bytes(key), id as u32);
-        }
+impl<'m> WordEncoder<'m> {
+    /// The encoder of `model` (nothing to build: the model holds the table).
+    pub fn new(model: &'m WordModel) -> WordEncoder<'m> {
         WordEncoder {
-            index,
+            ids: &model.ids,
             unk_id: model.unk_id,
         }
     }
@@ -756,7 +787,7 @@ impl WordEncoder {
     pub fn encode(&self, record: &[u8], out: &mut Vec<u32>) -> u64 {
         let mut unknown = 0;
         split_generic(record, &mut |w: &[u8]| {
-            out.push(self.index.get(w).unwrap_or_else(|| {
+            out.push(self.ids.get(w).unwrap_or_else(|| {
                 unknown += 1;
                 self.unk_id
             }));
@@ -765,10 +796,10 @@ impl WordEncoder {
     }
 }
 
-impl std::fmt::Debug for WordEncoder {
+impl std::fmt::Debug for WordEncoder<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WordEncoder")
-            .field("words", &self.index.len())
+            .field("words", &self.ids.len())
             .field("unk_id", &self.unk_id)
             .finish()
     }
@@ -816,18 +847,19 @@ pub fn write_model(w: &mut dyn Write, model: &WordModel) -> std::io::Result<()> 
 }
 
 /// Reads a word model: `header` is line 1 (already parsed, its `kind` being `"word"`),
-/// `lines` the further lines with their 1-based line numbers. Errors carry `file` and the
-/// line number.
+/// `lines` the further lines with their 1-based line numbers, about `size_hint` of them
+/// (room is made for that many words). Errors carry `file` and the line number.
 pub fn parse_model(
     header: &Map<String, Value>,
     lines: &mut dyn Iterator<Item = (u64, &[u8])>,
+    size_hint: usize,
     source: ModelSource,
     file: &str,
 ) -> Result<WordModel> {
     let unk_text = parse_header(header).map_err(|e| e.at_line(file, 1))?;
-    let mut words: Vec<String> = Vec::new();
-    let mut counts: Vec<u64> = Vec::new();
-    let mut ids: AHashMap<String, u32> = AHashMap::new();
+    let mut words: Vec<String> = Vec::with_capacity(size_hint);
+    let mut counts: Vec<u64> = Vec::with_capacity(size_hint);
+    let mut ids = WordIds::with_capacity(size_hint);
     for (line_no, line) in lines {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -837,14 +869,13 @@ pub fn parse_model(
         if expected >= u32::MAX as u64 {
             return Err(Error::data("too many words for 32-bit token ids").at_line(file, line_no));
         }
-        if let Some(&other) = ids.get(&key) {
+        if let Some(other) = ids.insert(&key_bytes(&key), expected as u32) {
             return Err(Error::data(format!(
                 "duplicated word {} (also id {other})",
                 show_key(&key)
             ))
             .at_line(file, line_no));
         }
-        ids.insert(key.clone(), expected as u32);
         words.push(key);
         counts.push(count);
     }

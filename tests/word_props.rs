@@ -52,7 +52,7 @@ fn parse_file(file: &[u8]) -> toksuite::Result<WordModel> {
     let mut lines = file.split(|&b| b == b'\n').zip(1u64..).map(|(l, n)| (n, l));
     let (_, first) = lines.next().unwrap();
     let header: Map<String, Value> = serde_json::from_slice(first).unwrap();
-    word::parse_model(&header, &mut lines, source(), "test.json")
+    word::parse_model(&header, &mut lines, 0, source(), "test.json")
 }
 
 fn model_words(model: &WordModel) -> Vec<Vec<u8>> {
@@ -74,7 +74,7 @@ fn seed_vocabulary_ids_and_unknown_words() {
     assert_eq!(model.unk_id, 6);
     assert_eq!(model.unk_text, "[UNK]");
     for (id, w) in model.words.iter().enumerate() {
-        assert_eq!(model.ids[w], id as u32);
+        assert_eq!(model.ids.get(w.as_bytes()), Some(id as u32));
     }
     let mut ids = Vec::new();
     assert_eq!(
