@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use crate::decode::{decode_ids, vocab_size, DecodeBuf, DecodeTable};
-use crate::encode::{encode_batch, AllowedSpecial, Encoder};
+use crate::encode::{encode_blocks, AllowedSpecial, Encoder, IdBlock};
 use crate::error::{Error, Result};
 use crate::input::{self, Source};
 use crate::model::{Model, SpecialToken, SplitSpec};
@@ -319,21 +319,20 @@ enum AnyEncoder<'m> {
 }
 
 impl AnyEncoder<'_> {
-    fn batch(&self, records: &[&[u8]], threads: usize) -> Vec<Vec<u32>> {
+    fn batch(&self, records: &[&[u8]], threads: usize) -> Vec<IdBlock> {
         match self {
-            AnyEncoder::Bpe(enc) => encode_batch(enc, records, threads),
+            AnyEncoder::Bpe(enc) => encode_blocks(enc, records, threads),
             AnyEncoder::Word(enc) => {
-                let encode_all = |part: &[&[u8]]| -> Vec<Vec<u32>> {
-                    part.iter()
-                        .map(|r| {
-                            let mut ids = Vec::new();
-                            enc.encode(r, &mut ids);
-                            ids
-                        })
-                        .collect()
+                let encode_all = |part: &[&[u8]]| -> IdBlock {
+                    let mut block = IdBlock::default();
+                    for r in part {
+                        enc.encode(r, &mut block.ids);
+                        block.ends.push(block.ids.len());
+                    }
+                    block
                 };
                 if threads < 2 || records.len() < 64 {
-                    return encode_all(records);
+                    return vec![encode_all(records)];
                 }
                 let per = records.len().div_ceil(threads);
                 std::thread::scope(|scope| {
@@ -343,7 +342,7 @@ impl AnyEncoder<'_> {
                         .collect();
                     parts
                         .into_iter()
-                        .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                        .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
                         .collect()
                 })
             }
@@ -455,8 +454,9 @@ pub fn encode(
                 records.push(&arena[start..end]);
                 start = end;
             }
-            let encoded = encoder.batch(&records, config.threads);
-            for (ids, record) in encoded.iter().zip(&records) {
+            let blocks = encoder.batch(&records, config.threads);
+            let encoded = blocks.iter().flat_map(IdBlock::records);
+            for (ids, record) in encoded.zip(&records) {
                 emit(ids, record.len(), stats)?;
             }
             arena.clear();

@@ -924,20 +924,58 @@ enum Piece {
 /// Encodes each record (in order) over `threads` threads; the result is what
 /// [`Encoder::encode`] gives for each record.
 pub fn encode_batch(enc: &Encoder, records: &[&[u8]], threads: usize) -> Vec<Vec<u32>> {
-    let mut results: Vec<Vec<u32>> = vec![Vec::new(); records.len()];
+    let mut results = Vec::with_capacity(records.len());
+    for block in encode_blocks(enc, records, threads) {
+        results.extend(block.records().map(<[u32]>::to_vec));
+    }
+    results
+}
+
+/// The ids of consecutive records, all in one vector: record `k` is
+/// `ids[ends[k - 1]..ends[k]]` (from 0 for the first).
+#[derive(Default)]
+pub struct IdBlock {
+    pub ids: Vec<u32>,
+    pub ends: Vec<usize>,
+}
+
+impl IdBlock {
+    /// Each record's ids, in order.
+    pub fn records(&self) -> impl Iterator<Item = &[u32]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(s, &e)| &self.ids[s..e])
+    }
+}
+
+/// Encodes `records` over `threads` threads into blocks of consecutive records, in
+/// order: one vector of ids per block rather than one per record (whose allocation and
+/// growth were a visible share of encoding short lines).
+pub fn encode_blocks(enc: &Encoder, records: &[&[u8]], threads: usize) -> Vec<IdBlock> {
     let threads = threads.max(1).min(records.len().max(1));
+    // Blocks handed out on demand keep both threads busy when record lengths vary.
+    let block = if threads == 1 {
+        records.len().max(1)
+    } else {
+        (records.len() / (threads * 8)).clamp(1, 256)
+    };
+    let mut blocks: Vec<IdBlock> = (0..records.len().div_ceil(block))
+        .map(|_| IdBlock::default())
+        .collect();
+    let encode_block = |scratch: &mut Scratch, out: &mut IdBlock, recs: &[&[u8]]| {
+        for record in recs {
+            enc.encode_with(scratch, record, &mut out.ids);
+            out.ends.push(out.ids.len());
+        }
+    };
     if threads == 1 {
         let mut scratch = enc.take_scratch();
-        for (slot, record) in results.iter_mut().zip(records) {
-            enc.encode_with(&mut scratch, record, slot);
+        for (out, recs) in blocks.iter_mut().zip(records.chunks(block)) {
+            encode_block(&mut scratch, out, recs);
         }
         enc.put_scratch(scratch);
-        return results;
+        return blocks;
     }
-    // Blocks of records handed out on demand keep both threads busy when record
-    // lengths vary.
-    let block = (records.len() / (threads * 8)).clamp(1, 256);
-    let work = Mutex::new(results.chunks_mut(block).zip(records.chunks(block)));
+    let work = Mutex::new(blocks.iter_mut().zip(records.chunks(block)));
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
@@ -947,16 +985,14 @@ pub fn encode_batch(enc: &Encoder, records: &[&[u8]], threads: usize) -> Vec<Vec
                         Ok(mut it) => it.next(),
                         Err(_) => None,
                     };
-                    let Some((slots, recs)) = item else { break };
-                    for (slot, record) in slots.iter_mut().zip(recs) {
-                        enc.encode_with(&mut scratch, record, slot);
-                    }
+                    let Some((out, recs)) = item else { break };
+                    encode_block(&mut scratch, out, recs);
                 }
                 enc.put_scratch(scratch);
             });
         }
     });
-    results
+    blocks
 }
 
 /// Convenience for callers that do not keep an [`Encoder`]: the ids of `text`.
