@@ -35,11 +35,11 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Lanes in one SIMD register's worth of f32 (AVX-512).
-const L: usize = 16;
-/// Keys per tile, and columns per micro-kernel panel.
+/// Columns per micro-kernel panel: four AVX-512 registers of 16 lanes.
+const N: usize = 64;
+/// Keys per tile.
 const BC: usize = 64;
-/// Rows per micro-kernel (the code of `panel_kernel` and `pv_chunk` spells out 4).
+/// Rows per micro-kernel (the code of `panel_kernel` spells out 4).
 const R: usize = 4;
 /// Query rows per work item.
 const BR: usize = 192;
@@ -108,62 +108,48 @@ impl<'a> View<'a> {
     }
 }
 
-/// `depth` rounded up to a multiple of 4: packed operands are zero-padded to it so that
-/// the micro-kernels can take four steps of the reduction per pass over the accumulators.
-fn depth4(depth: usize) -> usize {
-    depth.div_ceil(4) * 4
-}
-
-/// R rows of A, packed as `depth4` groups of R numbers (`a[kd * R + r]` = row r,
-/// column kd), times a packed panel `bp` (`depth4` rows of BC numbers): `out` gets the
-/// R x BC products.
-///
+/// R rows of A, packed as groups of R numbers (`a[kd * R + r]` = row r, column kd),
+/// times a packed panel `bp` (rows of N numbers), added to `acc`: returns the R x N
+/// sums. The depth is the shorter of the two operands.
 #[inline(always)]
-fn panel_kernel(a: &[f32], bp: &[f32], out: &mut [[f32; BC]; R]) {
+fn panel_kernel(a: &[f32], bp: &[f32], mut acc: [[f32; N]; R]) -> [[f32; N]; R] {
     // All R = 4 rows at once, accumulators in registers: each panel row loaded serves
     // the four rows, and 4 x 4 vectors make sixteen independent FMA chains.
-    let mut acc = [[0f32; BC]; R];
-    for (x, b) in a.chunks_exact(R).zip(bp.chunks_exact(BC)) {
-        let b: &[f32; BC] = b.try_into().expect("BC numbers");
+    for (x, b) in a.chunks_exact(R).zip(bp.chunks_exact(N)) {
+        let b: &[f32; N] = b.try_into().expect("N numbers");
         let x: &[f32; R] = x.try_into().expect("R numbers");
-        for c in 0..BC {
+        for c in 0..N {
             acc[0][c] = fmadd(x[0], b[c], acc[0][c]);
             acc[1][c] = fmadd(x[1], b[c], acc[1][c]);
             acc[2][c] = fmadd(x[2], b[c], acc[2][c]);
             acc[3][c] = fmadd(x[3], b[c], acc[3][c]);
         }
     }
-    *out = acc;
+    acc
 }
 
-/// Packs R rows given by `row(r)` (each `depth` long; `None` for padding), scaled by
-/// `c`, as `panel_kernel` reads them: `depth4(depth)` groups of R numbers.
-fn pack_rows<'a>(dst: &mut [f32], depth: usize, c: f32, row: impl Fn(usize) -> Option<&'a [f32]>) {
+/// Packs R rows given by `row(r)` (each `depth` long; `None` for padding) as
+/// `panel_kernel` reads them: `depth` groups of R numbers.
+fn pack_rows<'a>(dst: &mut [f32], depth: usize, row: impl Fn(usize) -> Option<&'a [f32]>) {
     dst.fill(0.0);
     for r in 0..R {
         if let Some(src) = row(r) {
             for (kd, &x) in src[..depth].iter().enumerate() {
-                dst[kd * R + r] = x * c;
+                dst[kd * R + r] = x;
             }
         }
     }
 }
 
-/// Packs `n` columns of the `depth x n` row-major matrix given by `col(kd, c)` into
-/// panels of BC columns: panel p holds `depth4(depth)` rows of BC numbers, zero-padded.
-fn pack_panels(depth: usize, n: usize, get: impl Fn(usize, usize) -> f32) -> Vec<f32> {
-    let panels = n.div_ceil(BC);
-    let d4 = depth4(depth);
-    let mut out = vec![0f32; panels * d4 * BC];
+/// Packs the columns of the row-major `depth x n` matrix `w` into panels of N columns:
+/// panel p holds `depth` rows of N numbers, zero-padded.
+fn pack_panels(depth: usize, n: usize, w: &[f32]) -> Vec<f32> {
+    let panels = n.div_ceil(N);
+    let mut out = vec![0f32; panels * depth * N];
     for p in 0..panels {
+        let cols = N.min(n - p * N);
         for kd in 0..depth {
-            let dst = &mut out[(p * d4 + kd) * BC..][..BC];
-            for (c, d) in dst.iter_mut().enumerate() {
-                let col = p * BC + c;
-                if col < n {
-                    *d = get(kd, col);
-                }
-            }
+            out[(p * depth + kd) * N..][..cols].copy_from_slice(&w[kd * n + p * N..][..cols]);
         }
     }
     out
@@ -208,6 +194,22 @@ fn parallel_items<S>(
     });
 }
 
+/// `f(0..count)` on `threads` threads, in order.
+fn parallel_map<T: Send>(count: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let slots: Vec<std::sync::Mutex<Option<T>>> =
+        (0..count).map(|_| std::sync::Mutex::new(None)).collect();
+    parallel_items(
+        count,
+        threads,
+        || (),
+        |_, i| *slots[i].lock().expect("slot") = Some(f(i)),
+    );
+    slots
+        .into_iter()
+        .map(|s| s.into_inner().expect("slot").expect("filled"))
+        .collect()
+}
+
 /// Splits `out` (rows of `width` numbers) into chunks of `rows` rows for the threads.
 fn row_chunks(out: &mut [f32], width: usize, rows: usize) -> Vec<std::sync::Mutex<&mut [f32]>> {
     if width == 0 {
@@ -226,28 +228,27 @@ pub fn matmul(x: &[f32], t: usize, d: usize, w: &[f32], n: usize, threads: usize
     if t == 0 || n == 0 {
         return out;
     }
-    let wp = pack_panels(d, n, |kd, c| w[kd * n + c]);
-    let panels = n.div_ceil(BC);
+    let wp = pack_panels(d, n, w);
+    let panels = n.div_ceil(N);
     let chunks = row_chunks(&mut out, n, BR);
     parallel_items(
         chunks.len(),
         threads,
-        || (vec![0f32; depth4(d) * R], [[0f32; BC]; R]),
-        |(a, acc), item| {
+        || vec![0f32; d * R],
+        |a, item| {
             let mut guard = chunks[item].lock().expect("chunk");
             let chunk: &mut [f32] = &mut guard;
             let row0 = item * BR;
             let nrows = chunk.len() / n;
             for r0 in (0..nrows).step_by(R) {
-                pack_rows(a, d, 1.0, |r| {
+                pack_rows(a, d, |r| {
                     (r0 + r < nrows).then(|| &x[(row0 + r0 + r) * d..][..d])
                 });
-                let d4 = depth4(d);
                 for p in 0..panels {
-                    panel_kernel(a, &wp[p * d4 * BC..(p + 1) * d4 * BC], acc);
-                    let cols = BC.min(n - p * BC);
+                    let acc = panel_kernel(a, &wp[p * d * N..(p + 1) * d * N], [[0f32; N]; R]);
+                    let cols = N.min(n - p * N);
                     for (r, acc_r) in acc.iter().enumerate().take(nrows - r0) {
-                        chunk[(r0 + r) * n + p * BC..][..cols].copy_from_slice(&acc_r[..cols]);
+                        chunk[(r0 + r) * n + p * N..][..cols].copy_from_slice(&acc_r[..cols]);
                     }
                 }
             }
@@ -297,234 +298,268 @@ pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], thre
         return;
     }
     assert!(s > 0, "attention over no keys");
-    let tiles = s.div_ceil(BC);
-    // Keys, transposed into tiles: head h, tile kt holds dk rows of BC keys.
-    let d4 = depth4(dk);
-    let mut kpack = Vec::with_capacity(heads * tiles * d4 * BC);
-    for h in 0..heads {
-        kpack.extend(pack_panels(dk, s, |kd, j| k.row(j, h * dk, dk)[kd]));
-    }
-    // Values, per head, as contiguous rows of dvp numbers (zero-padded to whole
-    // 16-lane groups). Rows of the caller's layout are heads * widths apart, a multiple
-    // of 2 KiB for common shapes, so a tile's rows would fall into a few L1 sets and
-    // evict each other; contiguous rows do not.
-    let dvp = dv.div_ceil(L) * L;
-    let mut vpack = vec![0f32; heads * s * dvp];
-    for h in 0..heads {
-        for j in 0..s {
-            vpack[(h * s + j) * dvp..][..dv].copy_from_slice(v.row(j, h * dv, dv));
-        }
-    }
+    let geo = Geometry {
+        dk,
+        dv,
+        dv4: dv.div_ceil(R),
+        s,
+        sp: s.div_ceil(BC) * BC,
+        causal,
+    };
+    // Keys and values of each head, packed once (in parallel, one head per item) in
+    // the order the micro-kernel reads its broadcast operand.
+    let packs = parallel_map(heads, threads, |h| geo.pack(h, &k, &v));
     let c = scale * std::f32::consts::LOG2_E;
+    let blocks = t.div_ceil(BR);
     let chunks = row_chunks(out, width, BR);
+    // Items are (block, head) pairs, last block first (see `parallel_items`): causal
+    // blocks cost more the later they are, and at T = 1024 the 6 blocks alone would
+    // split 4:2 or 3:3 unevenly across two threads.
     parallel_items(
-        chunks.len(),
+        blocks * heads,
         threads,
-        || Scratch::new(dk, dvp),
+        || Scratch::new(dk, geo.dv4),
         |st, item| {
-            let mut guard = chunks[item].lock().expect("chunk");
-            let chunk: &mut [f32] = &mut guard;
-            let i0 = item * BR;
-            let nrows = chunk.len() / width;
-            let last_q = i0 + nrows - 1;
-            for h in 0..heads {
-                st.start(&q, i0, nrows, h * dk, dk, c);
-                let key_end = if causal { s.min(last_q + 1) } else { s };
-                for kt in 0..key_end.div_ceil(BC) {
-                    let j0 = kt * BC;
-                    let jn = BC.min(key_end - j0);
-                    let kp = &kpack[(h * tiles + kt) * d4 * BC..][..d4 * BC];
-                    st.scores(nrows, d4, kp, i0, j0, jn, causal);
-                    let vh = View {
-                        data: &vpack,
-                        stride: dvp,
-                        offset: h * s * dvp,
-                    };
-                    st.accumulate(nrows, jn, &vh, j0, 0, dvp);
-                }
-                for r in 0..nrows {
-                    let inv = 1.0 / st.l[r];
-                    let dst = &mut chunk[r * width + h * dv..][..dv];
-                    for (d, &o) in dst.iter_mut().zip(&st.o[r * dvp..]) {
-                        *d = o * inv;
-                    }
-                }
-            }
+            let (b, h) = (item / heads, item % heads);
+            let (kp, vp) = &packs[h];
+            let i0 = b * BR;
+            let nrows = BR.min(t - i0);
+            st.run(&geo, &q, h, i0, nrows, c, kp, vp);
+            let mut guard = chunks[b].lock().expect("chunk");
+            st.write(&mut guard, width, h, dv, nrows);
         },
     );
 }
 
-/// One thread's state for one block of query rows and one head.
+/// Sizes that every work item of one attention call shares.
+struct Geometry {
+    dk: usize,
+    dv: usize,
+    /// Value columns in groups of R.
+    dv4: usize,
+    /// Keys, and keys padded to whole tiles.
+    s: usize,
+    sp: usize,
+    causal: bool,
+}
+
+impl Geometry {
+    /// Head h's keys as groups of R keys, each `dk` steps of R numbers (key `j`,
+    /// column `d` at `(j / R) * dk * R + d * R + j % R`), and its values as `dv4`
+    /// groups of R columns, each `sp` steps of R numbers (key `j`, column `x` at
+    /// `(x / R) * sp * R + j * R + x % R`); zero-padded to `sp` keys.
+    fn pack(&self, h: usize, k: &View, v: &View) -> (Vec<f32>, Vec<f32>) {
+        let (dk, dv, sp) = (self.dk, self.dv, self.sp);
+        let mut kp = vec![0f32; sp * dk];
+        let mut vp = vec![0f32; self.dv4 * sp * R];
+        for j in 0..self.s {
+            let base = (j / R) * dk * R + j % R;
+            for (d, &x) in k.row(j, h * dk, dk).iter().enumerate() {
+                kp[base + d * R] = x;
+            }
+            for (d, &x) in v.row(j, h * dv, dv).iter().enumerate() {
+                vp[(d / R) * sp * R + j * R + d % R] = x;
+            }
+        }
+        (kp, vp)
+    }
+}
+
+/// Queries per panel: the lanes of four AVX-512 registers. Scores are held transposed
+/// (one row per key, one lane per query), so the softmax's maximum and sum per query
+/// are lane-wise, with no horizontal reductions.
+const QP: usize = N;
+/// Panels per work item.
+const NP: usize = BR / QP;
+
+/// One thread's state for one block of query rows (up to NP panels) and one head.
 struct Scratch {
-    /// The block's queries, pre-scaled, BR rows of dk.
-    q: Vec<f32>,
-    /// The current tile's scores, then probabilities: BR rows of BC.
-    sc: Vec<[f32; BC]>,
-    /// Unnormalised outputs, BR rows of dvp.
-    o: Vec<f32>,
-    /// Running maximum (base-2 domain) and sum per row.
-    m: [f32; BR],
-    l: [f32; BR],
-    /// Factor by which this tile rescales each row's earlier sums.
-    alpha: [f32; BR],
+    dk: usize,
+    dv4: usize,
+    /// The block's queries, pre-scaled and transposed: NP panels of dk rows of QP.
+    qt: Vec<[f32; QP]>,
+    /// Unnormalised outputs, transposed: NP panels of `dv4 * R` rows of QP.
+    ot: Vec<[f32; QP]>,
+    /// Running maximum (base-2 domain) and sum per query.
+    m: [[f32; QP]; NP],
+    l: [[f32; QP]; NP],
+    /// The current tile's scores, then probabilities: BC rows (keys) of QP (queries).
+    sc: Vec<[f32; QP]>,
 }
 
 impl Scratch {
-    fn new(dk: usize, dvp: usize) -> Scratch {
+    fn new(dk: usize, dv4: usize) -> Scratch {
         Scratch {
-            q: vec![0f32; BR * depth4(dk)],
-            sc: vec![[0f32; BC]; BR],
-            o: vec![0f32; BR * dvp],
-            m: [0f32; BR],
-            l: [0f32; BR],
-            alpha: [0f32; BR],
+            dk,
+            dv4,
+            qt: vec![[0f32; QP]; NP * dk],
+            ot: vec![[0f32; QP]; NP * dv4 * R],
+            m: [[0f32; QP]; NP],
+            l: [[0f32; QP]; NP],
+            sc: vec![[0f32; QP]; BC],
         }
     }
 
-    fn start(&mut self, q: &View, i0: usize, nrows: usize, col: usize, dk: usize, c: f32) {
-        for (g, dst) in self.q.chunks_exact_mut(depth4(dk) * R).enumerate() {
-            let r0 = g * R;
-            pack_rows(dst, dk, c, |r| {
-                (r0 + r < nrows).then(|| q.row(i0 + r0 + r, col, dk))
-            });
-        }
-        self.m.fill(f32::NEG_INFINITY);
-        self.l.fill(0.0);
-        self.o.fill(0.0);
-    }
-
-    /// Scores of the tile's keys `j0..j0 + jn` (packed in `kp`), masked, turned into
-    /// probabilities relative to the updated running maximum.
+    /// Attention of head h for queries `i0..i0 + nrows`, into `ot`, `l`.
     #[allow(clippy::too_many_arguments)]
+    fn run(
+        &mut self,
+        g: &Geometry,
+        q: &View,
+        h: usize,
+        i0: usize,
+        nrows: usize,
+        c: f32,
+        kp: &[f32],
+        vp: &[f32],
+    ) {
+        let (dk, dv4) = (self.dk, self.dv4);
+        let np = nrows.div_ceil(QP);
+        for p in 0..np {
+            let rows = QP.min(nrows - p * QP);
+            let qt = &mut self.qt[p * dk..(p + 1) * dk];
+            for r in 0..QP {
+                if r < rows {
+                    for (d, &x) in q.row(i0 + p * QP + r, h * dk, dk).iter().enumerate() {
+                        qt[d][r] = x * c;
+                    }
+                } else {
+                    for row in qt.iter_mut() {
+                        row[r] = 0.0;
+                    }
+                }
+            }
+            self.m[p] = [f32::NEG_INFINITY; QP];
+            self.l[p] = [0f32; QP];
+            self.ot[p * dv4 * R..(p + 1) * dv4 * R].fill([0f32; QP]);
+        }
+        // Keys a panel's queries see: all, or (causal) up to its last query.
+        let key_end = |p: usize| {
+            if g.causal {
+                g.s.min(i0 + (p * QP + QP).min(nrows))
+            } else {
+                g.s
+            }
+        };
+        // Key tiles outside, panels inside: each key and value tile, streamed from L2
+        // or L3 at long lengths, serves the whole block.
+        for kt in 0..key_end(np - 1).div_ceil(BC) {
+            let j0 = kt * BC;
+            for p in 0..np {
+                let ke = key_end(p);
+                if j0 >= ke {
+                    continue;
+                }
+                let jn = BC.min(ke - j0).div_ceil(R) * R;
+                let qi0 = i0 + p * QP;
+                let masked = j0 + jn > g.s || (g.causal && j0 + jn > qi0 + 1);
+                let alpha = self.scores(
+                    &kp[j0 * dk..(j0 + jn) * dk],
+                    p,
+                    jn,
+                    masked.then_some((j0, g.s, g.causal, qi0)),
+                );
+                self.accumulate(vp, g.sp, j0, jn, p, &alpha);
+            }
+        }
+    }
+
+    /// Scores of `jn` keys (packed in `kp`) against panel p, masked as `mask` says
+    /// (first key, key count, causal, first query), then turned into probabilities
+    /// relative to the updated running maximum. Returns the factor by which each
+    /// query's earlier sums must be rescaled.
     #[inline(never)]
     fn scores(
         &mut self,
-        nrows: usize,
-        d4: usize,
         kp: &[f32],
-        i0: usize,
+        p: usize,
+        jn: usize,
+        mask: Option<(usize, usize, bool, usize)>,
+    ) -> [f32; QP] {
+        let dk = self.dk;
+        let qt = self.qt[p * dk..(p + 1) * dk].as_flattened();
+        let sc = &mut self.sc[..jn];
+        let mut mx = self.m[p];
+        for (gi, out) in sc.chunks_exact_mut(R).enumerate() {
+            let acc = panel_kernel(&kp[gi * R * dk..(gi + 1) * R * dk], qt, [[0f32; N]; R]);
+            out.copy_from_slice(&acc);
+        }
+        if let Some((j0, s, causal, qi0)) = mask {
+            for (j, row) in sc.iter_mut().enumerate() {
+                let key = j0 + j;
+                if key >= s {
+                    row.fill(f32::NEG_INFINITY);
+                } else if causal && key > qi0 {
+                    row[..(key - qi0).min(QP)].fill(f32::NEG_INFINITY);
+                }
+            }
+        }
+        for row in sc.iter() {
+            for c in 0..QP {
+                mx[c] = max(mx[c], row[c]);
+            }
+        }
+        let m = &mut self.m[p];
+        let mut alpha = [0f32; QP];
+        for c in 0..QP {
+            alpha[c] = exp2(m[c] - mx[c]);
+        }
+        *m = mx;
+        let mut sum = [0f32; QP];
+        for row in sc.iter_mut() {
+            for c in 0..QP {
+                let e = exp2(row[c] - mx[c]);
+                row[c] = e;
+                sum[c] += e;
+            }
+        }
+        let l = &mut self.l[p];
+        for c in 0..QP {
+            l[c] = fmadd(l[c], alpha[c], sum[c]);
+        }
+        alpha
+    }
+
+    /// `o = alpha * o + P V` for panel p and the `jn` keys from `j0` (values packed in
+    /// `vp`, `sp` keys per column group).
+    #[inline(never)]
+    fn accumulate(
+        &mut self,
+        vp: &[f32],
+        sp: usize,
         j0: usize,
         jn: usize,
-        causal: bool,
+        p: usize,
+        alpha: &[f32; QP],
     ) {
-        let nr = nrows.div_ceil(R) * R;
-        for r0 in (0..nr).step_by(R) {
-            let out: &mut [[f32; BC]; R] = (&mut self.sc[r0..r0 + R]).try_into().expect("R rows");
-            panel_kernel(&self.q[r0 * d4..(r0 + R) * d4], kp, out);
-        }
-        self.softmax(nr, i0, j0, jn, causal);
-    }
-
-    /// Masks the tile's scores and turns them into probabilities relative to the
-    /// updated running maximum; updates the running sums.
-    #[inline(never)]
-    fn softmax(&mut self, nr: usize, i0: usize, j0: usize, jn: usize, causal: bool) {
-        for r in 0..nr {
-            let row = &mut self.sc[r];
-            let lim = if causal {
-                (i0 + r + 1).saturating_sub(j0).min(jn)
-            } else {
-                jn
-            };
-            for x in row[lim..].iter_mut() {
-                *x = f32::NEG_INFINITY;
-            }
-            let mut mx = [f32::NEG_INFINITY; L];
-            for g in row.chunks_exact(L) {
-                for (m, &x) in mx.iter_mut().zip(g) {
-                    *m = max(*m, x);
+        let dv4 = self.dv4;
+        let pt = self.sc[..jn].as_flattened();
+        let ot = &mut self.ot[p * dv4 * R..(p + 1) * dv4 * R];
+        for (gi, o) in ot.chunks_exact_mut(R).enumerate() {
+            let init: [[f32; N]; R] = std::array::from_fn(|r| {
+                let mut x = o[r];
+                for c in 0..N {
+                    x[c] *= alpha[c];
                 }
-            }
-            let mut w = L / 2;
-            while w > 0 {
-                for i in 0..w {
-                    mx[i] = max(mx[i], mx[i + w]);
-                }
-                w /= 2;
-            }
-            let m_new = max(self.m[r], mx[0]);
-            self.alpha[r] = exp2(self.m[r] - m_new);
-            self.m[r] = m_new;
-            let mut sum = [0f32; L];
-            for g in row.chunks_exact_mut(L) {
-                for (s, x) in sum.iter_mut().zip(g.iter_mut()) {
-                    *x = exp2(*x - m_new);
-                    *s += *x;
-                }
-            }
-            let mut w = L / 2;
-            while w > 0 {
-                for i in 0..w {
-                    sum[i] += sum[i + w];
-                }
-                w /= 2;
-            }
-            self.l[r] = self.l[r] * self.alpha[r] + sum[0];
+                x
+            });
+            let a = &vp[(gi * sp + j0) * R..(gi * sp + j0 + jn) * R];
+            let acc = panel_kernel(a, pt, init);
+            o.copy_from_slice(&acc);
         }
     }
 
-    /// o = alpha * o + P V for the tile's keys `j0..j0 + jn`.
-    ///
-    /// Four keys per pass over a row of `o`, for the same reason as in `panel_kernel`;
-    /// the row is cut into constant-width chunks so that each pass is straight-line
-    /// vector code.
-    #[inline(never)]
-    fn accumulate(&mut self, nrows: usize, jn: usize, v: &View, j0: usize, col: usize, dvp: usize) {
-        let nr = nrows.div_ceil(R) * R;
-        for r in 0..nr {
-            let a = self.alpha[r];
-            if a != 1.0 {
-                for x in self.o[r * dvp..][..dvp].iter_mut() {
-                    *x *= a;
-                }
+    /// Writes the block's normalised outputs for head h into `chunk` (the block's rows
+    /// of `width` numbers).
+    fn write(&self, chunk: &mut [f32], width: usize, h: usize, dv: usize, nrows: usize) {
+        let dv4 = self.dv4;
+        for r in 0..nrows {
+            let (p, c) = (r / QP, r % QP);
+            let inv = 1.0 / self.l[p][c];
+            let ot = &self.ot[p * dv4 * R..];
+            for (d, x) in chunk[r * width + h * dv..][..dv].iter_mut().enumerate() {
+                *x = ot[d][c] * inv;
             }
         }
-        // R = 4 rows at a time: each value row loaded serves all four, and the rows'
-        // vectors make independent FMA chains (enough to hide FMA latency).
-        for r in (0..nr).step_by(R) {
-            let p: [&[f32; BC]; R] = std::array::from_fn(|k| &self.sc[r + k]);
-            let o = &mut self.o[r * dvp..(r + R) * dvp];
-            let mut off = 0;
-            while off < dvp {
-                match dvp - off {
-                    16 => pv_chunk::<16>(o, dvp, off, p, jn, v, j0, col),
-                    32 => pv_chunk::<32>(o, dvp, off, p, jn, v, j0, col),
-                    48 => pv_chunk::<48>(o, dvp, off, p, jn, v, j0, col),
-                    _ => pv_chunk::<64>(o, dvp, off, p, jn, v, j0, col),
-                }
-                off += 64;
-            }
-        }
-    }
-}
-
-/// For the R rows k of `o` (each `dvp` long):
-/// `o[k][off..off + W] += sum over j < jn of p[k][j] * V[j0 + j][col + off..][..W]`.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn pv_chunk<const W: usize>(
-    o: &mut [f32],
-    dvp: usize,
-    off: usize,
-    p: [&[f32; BC]; R],
-    jn: usize,
-    v: &View,
-    j0: usize,
-    col: usize,
-) {
-    let mut acc: [[f32; W]; R] =
-        std::array::from_fn(|k| o[k * dvp + off..][..W].try_into().expect("W numbers"));
-    for j in 0..jn.min(BC) {
-        let vr: &[f32; W] = v.row(j0 + j, col + off, W).try_into().expect("W numbers");
-        let (p0, p1, p2, p3) = (p[0][j], p[1][j], p[2][j], p[3][j]);
-        for c in 0..W {
-            acc[0][c] = fmadd(p0, vr[c], acc[0][c]);
-            acc[1][c] = fmadd(p1, vr[c], acc[1][c]);
-            acc[2][c] = fmadd(p2, vr[c], acc[2][c]);
-            acc[3][c] = fmadd(p3, vr[c], acc[3][c]);
-        }
-    }
-    for (k, a) in acc.iter().enumerate() {
-        o[k * dvp + off..][..W].copy_from_slice(a);
     }
 }
