@@ -194,22 +194,6 @@ fn parallel_items<S>(
     });
 }
 
-/// `f(0..count)` on `threads` threads, in order.
-fn parallel_map<T: Send>(count: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let slots: Vec<std::sync::Mutex<Option<T>>> =
-        (0..count).map(|_| std::sync::Mutex::new(None)).collect();
-    parallel_items(
-        count,
-        threads,
-        || (),
-        |_, i| *slots[i].lock().expect("slot") = Some(f(i)),
-    );
-    slots
-        .into_iter()
-        .map(|s| s.into_inner().expect("slot").expect("filled"))
-        .collect()
-}
-
 /// Splits `out` (rows of `width` numbers) into chunks of `rows` rows for the threads.
 fn row_chunks(out: &mut [f32], width: usize, rows: usize) -> Vec<std::sync::Mutex<&mut [f32]>> {
     if width == 0 {
@@ -307,8 +291,30 @@ pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], thre
         causal,
     };
     // Keys and values of each head, packed once (in parallel, one head per item) in
-    // the order the micro-kernel reads its broadcast operand.
-    let packs = parallel_map(heads, threads, |h| geo.pack(h, &k, &v));
+    // the order the micro-kernel reads its broadcast operand, into a buffer kept from
+    // the last call on this thread (see `PACKS`).
+    let (klen, vlen) = (geo.sp * dk, geo.dv4 * geo.sp * R);
+    let mut buf = PACKS.with(|p| p.take());
+    buf.resize(heads * (klen + vlen), 0.0);
+    {
+        let per_head: Vec<std::sync::Mutex<&mut [f32]>> = buf
+            .chunks_mut(klen + vlen)
+            .map(std::sync::Mutex::new)
+            .collect();
+        parallel_items(
+            heads,
+            threads,
+            || (),
+            |_, h| {
+                let mut guard = per_head[h].lock().expect("head");
+                let (kp, vp) = guard.split_at_mut(klen);
+                geo.pack(h, &k, &v, kp, vp);
+            },
+        );
+    }
+    let packs: Vec<(&[f32], &[f32])> = (0..heads)
+        .map(|h| buf[h * (klen + vlen)..][..klen + vlen].split_at(klen))
+        .collect();
     let c = scale * std::f32::consts::LOG2_E;
     let blocks = t.div_ceil(BR);
     let chunks = row_chunks(out, width, BR);
@@ -321,7 +327,7 @@ pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], thre
         || Scratch::new(dk, geo.dv4),
         |st, item| {
             let (b, h) = (item / heads, item % heads);
-            let (kp, vp) = &packs[h];
+            let (kp, vp) = packs[h];
             let i0 = b * BR;
             let nrows = BR.min(t - i0);
             st.run(&geo, &q, h, i0, nrows, c, kp, vp);
@@ -329,6 +335,16 @@ pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], thre
             st.write(&mut guard, width, h, dv, nrows);
         },
     );
+    drop(packs);
+    PACKS.with(|p| p.replace(buf));
+}
+
+thread_local! {
+    /// The packed keys and values of the last call on this thread, kept for the next:
+    /// fresh pages cost a fault and a cache miss per line on first write (packing into
+    /// new memory took 12% of the time at T = 1024, 8 heads). Holds O(s * d) numbers
+    /// between calls.
+    static PACKS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Sizes that every work item of one attention call shares.
@@ -350,31 +366,34 @@ impl Geometry {
     /// `kt * BC + jj`, column `x` at `((kt * dv4 + x / R) * BC + jj) * R + x % R`);
     /// zero-padded to `sp` keys. A tile's values are contiguous: with the groups `sp`
     /// keys apart (64 KiB at T = 4096), a tile's 16 groups fell into the same L1 sets.
-    fn pack(&self, h: usize, k: &View, v: &View) -> (Vec<f32>, Vec<f32>) {
+    fn pack(&self, h: usize, k: &View, v: &View, kp: &mut [f32], vp: &mut [f32]) {
         let (dk, dv, dv4, s, sp) = (self.dk, self.dv, self.dv4, self.s, self.sp);
-        let mut kp = vec![0f32; sp * dk];
-        for j in 0..s {
+        // The buffer is reused: padding is written too, as zeros.
+        for j in 0..sp {
             let dst = &mut kp[(j / R) * dk * R + j % R..];
-            for (d, &x) in k.row(j, h * dk, dk).iter().enumerate() {
-                dst[d * R] = x;
-            }
-        }
-        let mut vp = vec![0f32; dv4 * sp * R];
-        for j in 0..s {
-            let tile = &mut vp[(j / BC) * dv4 * BC * R..][..dv4 * BC * R];
-            let jj = j % BC;
-            let row = v.row(j, h * dv, dv);
-            for (gi, src) in row.chunks(R).enumerate() {
-                let dst = &mut tile[(gi * BC + jj) * R..][..R];
-                // A fixed-size copy: a variable one calls memmove, 8% of the time.
-                if let Ok(src) = <&[f32; R]>::try_from(src) {
-                    dst.copy_from_slice(src);
-                } else {
-                    dst[..src.len()].copy_from_slice(src);
+            if j < s {
+                for (d, &x) in k.row(j, h * dk, dk).iter().enumerate() {
+                    dst[d * R] = x;
+                }
+            } else {
+                for d in 0..dk {
+                    dst[d * R] = 0.0;
                 }
             }
         }
-        (kp, vp)
+        for j in 0..sp {
+            let tile = &mut vp[(j / BC) * dv4 * BC * R..][..dv4 * BC * R];
+            let jj = j % BC;
+            let row = if j < s { v.row(j, h * dv, dv) } else { &[] };
+            for gi in 0..dv4 {
+                let src = row.get(gi * R..).unwrap_or(&[]);
+                // Constant trip count: a copy of variable length calls memmove (8% of
+                // the time at T = 1024).
+                for (e, d) in tile[(gi * BC + jj) * R..][..R].iter_mut().enumerate() {
+                    *d = src.get(e).copied().unwrap_or(0.0);
+                }
+            }
+        }
     }
 }
 
@@ -440,10 +459,14 @@ impl Scratch {
                     let mut blk = [[0f32; T]; T];
                     for r in 0..T.min(rows.saturating_sub(r0)) {
                         let src = q.row(i0 + p * QP + r0 + r, h * dk + d0, dn);
+                        // One vector load per row where possible: scalar loads of rows
+                        // far apart in memory waited on each cache miss in turn.
                         if let Ok(src) = <&[f32; T]>::try_from(src) {
                             blk[r] = *src;
                         } else {
-                            blk[r][..dn].copy_from_slice(src);
+                            for (d, x) in blk[r].iter_mut().enumerate() {
+                                *x = src.get(d).copied().unwrap_or(0.0);
+                            }
                         }
                     }
                     for d in 0..dn {
