@@ -283,38 +283,30 @@ pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], thre
     }
     assert!(s > 0, "attention over no keys");
     let geo = Geometry {
+        heads,
         dk,
         dv,
         dv4: dv.div_ceil(R),
         s,
-        sp: s.div_ceil(BC) * BC,
         causal,
     };
-    // Keys and values of each head, packed once (in parallel, one head per item) in
-    // the order the micro-kernel reads its broadcast operand, into a buffer kept from
-    // the last call on this thread (see `PACKS`).
-    let (klen, vlen) = (geo.sp * dk, geo.dv4 * geo.sp * R);
+    // Keys and values, packed once (in parallel, one key tile of all heads per item)
+    // in the order the micro-kernel reads its broadcast operand, into a buffer kept
+    // from the last call on this thread (see `PACKS`).
     let mut buf = PACKS.with(|p| p.take());
-    buf.resize(heads * (klen + vlen), 0.0);
+    buf.resize(geo.tiles() * geo.tile_stride(), 0.0);
     {
-        let per_head: Vec<std::sync::Mutex<&mut [f32]>> = buf
-            .chunks_mut(klen + vlen)
+        let tiles: Vec<std::sync::Mutex<&mut [f32]>> = buf
+            .chunks_mut(geo.tile_stride())
             .map(std::sync::Mutex::new)
             .collect();
         parallel_items(
-            heads,
+            tiles.len(),
             threads,
             || (),
-            |_, h| {
-                let mut guard = per_head[h].lock().expect("head");
-                let (kp, vp) = guard.split_at_mut(klen);
-                geo.pack(h, &k, &v, kp, vp);
-            },
+            |_, kt| geo.pack(kt, &k, &v, &mut tiles[kt].lock().expect("tile")),
         );
     }
-    let packs: Vec<(&[f32], &[f32])> = (0..heads)
-        .map(|h| buf[h * (klen + vlen)..][..klen + vlen].split_at(klen))
-        .collect();
     let c = scale * std::f32::consts::LOG2_E;
     let blocks = t.div_ceil(BR);
     let chunks = row_chunks(out, width, BR);
@@ -327,15 +319,13 @@ pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], thre
         || Scratch::new(dk, geo.dv4),
         |st, item| {
             let (b, h) = (item / heads, item % heads);
-            let (kp, vp) = packs[h];
             let i0 = b * BR;
             let nrows = BR.min(t - i0);
-            st.run(&geo, &q, h, i0, nrows, c, kp, vp);
+            st.run(&geo, &q, h, i0, nrows, c, &buf);
             let mut guard = chunks[b].lock().expect("chunk");
             st.write(&mut guard, width, h, dv, nrows);
         },
     );
-    drop(packs);
     PACKS.with(|p| p.replace(buf));
 }
 
@@ -349,48 +339,77 @@ thread_local! {
 
 /// Sizes that every work item of one attention call shares.
 struct Geometry {
+    heads: usize,
     dk: usize,
     dv: usize,
     /// Value columns in groups of R.
     dv4: usize,
-    /// Keys, and keys padded to whole tiles.
+    /// Keys.
     s: usize,
-    sp: usize,
     causal: bool,
 }
 
 impl Geometry {
-    /// Head h's keys as groups of R keys, each `dk` steps of R numbers (key `j`,
-    /// column `d` at `(j / R) * dk * R + d * R + j % R`), and its values tile by tile,
-    /// each tile as `dv4` groups of R columns of BC steps of R numbers (key `j` =
-    /// `kt * BC + jj`, column `x` at `((kt * dv4 + x / R) * BC + jj) * R + x % R`);
-    /// zero-padded to `sp` keys. A tile's values are contiguous: with the groups `sp`
-    /// keys apart (64 KiB at T = 4096), a tile's 16 groups fell into the same L1 sets.
-    fn pack(&self, h: usize, k: &View, v: &View, kp: &mut [f32], vp: &mut [f32]) {
-        let (dk, dv, dv4, s, sp) = (self.dk, self.dv, self.dv4, self.s, self.sp);
-        // The buffer is reused: padding is written too, as zeros.
-        for j in 0..sp {
-            let dst = &mut kp[(j / R) * dk * R + j % R..];
-            if j < s {
-                for (d, &x) in k.row(j, h * dk, dk).iter().enumerate() {
-                    dst[d * R] = x;
-                }
+    /// Key tiles.
+    fn tiles(&self) -> usize {
+        self.s.div_ceil(BC)
+    }
+
+    /// Numbers in one head's packed key tile (`BC * dk`) and value tile.
+    fn tile_lens(&self) -> (usize, usize) {
+        (BC * self.dk, self.dv4 * BC * R)
+    }
+
+    /// Numbers in one packed tile of all heads.
+    fn tile_stride(&self) -> usize {
+        let (kl, vl) = self.tile_lens();
+        self.heads * (kl + vl)
+    }
+
+    /// Head h's packed keys and values of tile kt.
+    fn tile<'a>(&self, buf: &'a [f32], kt: usize, h: usize) -> (&'a [f32], &'a [f32]) {
+        let (kl, vl) = self.tile_lens();
+        buf[kt * self.tile_stride() + h * (kl + vl)..][..kl + vl].split_at(kl)
+    }
+
+    /// Packs key tile kt of every head into `dst`: per head, the keys as groups of R
+    /// keys, each `dk` steps of R numbers (key `jj` of the tile, column `d` at
+    /// `(jj / R) * dk * R + d * R + jj % R`), then the values as `dv4` groups of R
+    /// columns, each BC steps of R numbers (column `x` at `((x / R) * BC + jj) * R +
+    /// x % R`); keys past `s` and columns past `dv` as zeros (the buffer is reused).
+    ///
+    /// Tiles, not heads, are the unit: whole rows of K and V (all heads) are read in
+    /// order, which the prefetchers follow (one head's rows, 2 KiB apart, they did not),
+    /// and a tile's values are contiguous (with column groups `s` keys apart, 64 KiB at
+    /// T = 4096, a tile's 16 groups fell into the same L1 sets).
+    fn pack(&self, kt: usize, k: &View, v: &View, dst: &mut [f32]) {
+        let (dk, dv, dv4) = (self.dk, self.dv, self.dv4);
+        let (kl, vl) = self.tile_lens();
+        for jj in 0..BC {
+            let j = kt * BC + jj;
+            let (krow, vrow) = if j < self.s {
+                (
+                    k.row(j, 0, self.heads * dk),
+                    v.row(j, 0, self.heads * dv),
+                )
             } else {
+                (&[][..], &[][..])
+            };
+            for (h, hd) in dst.chunks_exact_mut(kl + vl).enumerate() {
+                let (kd, vd) = hd.split_at_mut(kl);
+                let kd = &mut kd[(jj / R) * dk * R + jj % R..];
+                let ks = krow.get(h * dk..(h + 1) * dk).unwrap_or(&[]);
                 for d in 0..dk {
-                    dst[d * R] = 0.0;
+                    kd[d * R] = ks.get(d).copied().unwrap_or(0.0);
                 }
-            }
-        }
-        for j in 0..sp {
-            let tile = &mut vp[(j / BC) * dv4 * BC * R..][..dv4 * BC * R];
-            let jj = j % BC;
-            let row = if j < s { v.row(j, h * dv, dv) } else { &[] };
-            for gi in 0..dv4 {
-                let src = row.get(gi * R..).unwrap_or(&[]);
-                // Constant trip count: a copy of variable length calls memmove (8% of
-                // the time at T = 1024).
-                for (e, d) in tile[(gi * BC + jj) * R..][..R].iter_mut().enumerate() {
-                    *d = src.get(e).copied().unwrap_or(0.0);
+                let vs = vrow.get(h * dv..(h + 1) * dv).unwrap_or(&[]);
+                for gi in 0..dv4 {
+                    let src = vs.get(gi * R..).unwrap_or(&[]);
+                    // Constant trip count: a copy of variable length calls memmove
+                    // (8% of the time at T = 1024).
+                    for (e, x) in vd[(gi * BC + jj) * R..][..R].iter_mut().enumerate() {
+                        *x = src.get(e).copied().unwrap_or(0.0);
+                    }
                 }
             }
         }
@@ -442,8 +461,7 @@ impl Scratch {
         i0: usize,
         nrows: usize,
         c: f32,
-        kp: &[f32],
-        vp: &[f32],
+        packs: &[f32],
     ) {
         let (dk, dv4) = (self.dk, self.dv4);
         let np = nrows.div_ceil(QP);
@@ -500,13 +518,14 @@ impl Scratch {
                 let jn = BC.min(ke - j0).div_ceil(R) * R;
                 let qi0 = i0 + p * QP;
                 let masked = j0 + jn > g.s || (g.causal && j0 + jn > qi0 + 1);
+                let (kp, vp) = g.tile(packs, kt, h);
                 let alpha = self.scores(
-                    &kp[j0 * dk..(j0 + jn) * dk],
+                    &kp[..jn * dk],
                     p,
                     jn,
                     masked.then_some((j0, g.s, g.causal, qi0)),
                 );
-                self.accumulate(&vp[kt * g.dv4 * BC * R..][..g.dv4 * BC * R], jn, p, &alpha);
+                self.accumulate(vp, jn, p, &alpha);
             }
         }
     }
