@@ -42,7 +42,7 @@ const BC: usize = 64;
 /// Rows per micro-kernel (the code of `panel_kernel` spells out 4).
 const R: usize = 4;
 /// Query rows per work item.
-const BR: usize = 192;
+const BR: usize = 256;
 
 /// `a * b + c`, fused where the target has FMA (one rounding, twice the throughput),
 /// plain otherwise: the portable build must not call the slow software `fma`.
@@ -342,7 +342,7 @@ pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], thre
         threads,
         || Scratch::new(dk, geo.dv4),
         |st, item| {
-            let (b, h) = (item / heads, item % heads);
+            let (h, b) = (item / blocks, item % blocks);
             let i0 = b * BR;
             let nrows = BR.min(t - i0);
             st.run(&geo, &q, h, i0, nrows, c, &buf);
@@ -406,31 +406,64 @@ impl Geometry {
     /// order, which the prefetchers follow (one head's rows, 2 KiB apart, they did not),
     /// and a tile's values are contiguous (with column groups `s` keys apart, 64 KiB at
     /// T = 4096, a tile's 16 groups fell into the same L1 sets).
-    fn pack(&self, kt: usize, k: &View, v: &View, dst: &mut [f32]) {
-        let (dk, dv, dv4) = (self.dk, self.dv, self.dv4);
+    fn pack<'a>(&self, kt: usize, k: &View<'a>, v: &View<'a>, dst: &mut [f32]) {
+        let (dk, dv) = (self.dk, self.dv);
         let (kl, vl) = self.tile_lens();
-        for jj in 0..BC {
+        // Row jj of the tile (all heads' `w` columns), if the key exists.
+        let row = |m: &View<'a>, jj: usize, w: usize| -> Option<&'a [f32]> {
             let j = kt * BC + jj;
-            let (krow, vrow) = if j < self.s {
-                (
-                    k.row(j, 0, self.heads * dk),
-                    v.row(j, 0, self.heads * dv),
-                )
-            } else {
-                (&[][..], &[][..])
-            };
+            (j < self.s).then(|| m.row(j, 0, self.heads * w))
+        };
+        // Keys, R at a time: blocks of R rows x 16 columns become 16 x R, fixed-size
+        // arrays throughout so that the transposition is shuffles, not scalar stores.
+        const W: usize = 16;
+        for j0 in (0..BC).step_by(R) {
+            let rows: [Option<&[f32]>; R] = std::array::from_fn(|r| row(k, j0 + r, dk));
             for (h, hd) in dst.chunks_exact_mut(kl + vl).enumerate() {
-                let (kd, vd) = hd.split_at_mut(kl);
-                let kd = &mut kd[(jj / R) * dk * R + jj % R..];
-                let ks = krow.get(h * dk..(h + 1) * dk).unwrap_or(&[]);
-                for d in 0..dk {
-                    kd[d * R] = ks.get(d).copied().unwrap_or(0.0);
+                let kd = &mut hd[(j0 / R) * dk * R..][..dk * R];
+                let mut d0 = 0;
+                while d0 < dk {
+                    let w = W.min(dk - d0);
+                    let blk: [[f32; W]; R] = std::array::from_fn(|r| {
+                        let src = rows[r].map_or(&[][..], |x| &x[h * dk + d0..][..w]);
+                        match <&[f32; W]>::try_from(src) {
+                            Ok(full) => *full,
+                            Err(_) => std::array::from_fn(|d| src.get(d).copied().unwrap_or(0.0)),
+                        }
+                    });
+                    let mut t = [0f32; W * R];
+                    for d in 0..W {
+                        for r in 0..R {
+                            t[d * R + r] = blk[r][d];
+                        }
+                    }
+                    let out = &mut kd[d0 * R..][..w * R];
+                    if let Ok(out) = <&mut [f32; W * R]>::try_from(&mut *out) {
+                        *out = t;
+                    } else {
+                        for (o, x) in out.iter_mut().zip(t) {
+                            *o = x;
+                        }
+                    }
+                    d0 += w;
                 }
-                let vs = vrow.get(h * dv..(h + 1) * dv).unwrap_or(&[]);
-                for gi in 0..dv4 {
+            }
+        }
+        // Values: each row's groups of R columns go to their group's run of the tile.
+        for jj in 0..BC {
+            let vrow = row(v, jj, dv);
+            for (h, hd) in dst.chunks_exact_mut(kl + vl).enumerate() {
+                let vd = &mut hd[kl..];
+                let vs = vrow.map_or(&[][..], |x| &x[h * dv..][..dv]);
+                let full = if vrow.is_some() { dv / R } else { 0 };
+                for gi in 0..full {
+                    let src: &[f32; R] = vs[gi * R..][..R].try_into().expect("R numbers");
+                    vd[(gi * BC + jj) * R..][..R].copy_from_slice(src);
+                }
+                // A partial last group, and rows past the last key, as scalars padded
+                // with zeros (a copy of variable length would call memmove).
+                for gi in full..self.dv4 {
                     let src = vs.get(gi * R..).unwrap_or(&[]);
-                    // Constant trip count: a copy of variable length calls memmove
-                    // (8% of the time at T = 1024).
                     for (e, x) in vd[(gi * BC + jj) * R..][..R].iter_mut().enumerate() {
                         *x = src.get(e).copied().unwrap_or(0.0);
                     }
