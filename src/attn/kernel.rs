@@ -42,7 +42,7 @@ const BC: usize = 64;
 /// Rows per micro-kernel (the code of `panel_kernel` spells out 4).
 const R: usize = 4;
 /// Query rows per work item.
-const BR: usize = 256;
+const BR: usize = 128;
 
 /// `a * b + c`, fused where the target has FMA (one rounding, twice the throughput),
 /// plain otherwise: the portable build must not call the slow software `fma`.
