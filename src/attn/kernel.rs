@@ -317,21 +317,31 @@ pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], thre
     // Keys and values, packed once (in parallel, one key tile of all heads per item)
     // in the order the micro-kernel reads its broadcast operand, into a buffer kept
     // from the last call on this thread (see `PACKS`).
-    let mut buf = PACKS.with(|p| p.take());
+    // The queries likewise, pre-scaled and transposed, panel by panel (all heads).
+    let c = scale * std::f32::consts::LOG2_E;
+    let (mut buf, mut qbuf) = PACKS.with(|p| p.take());
     buf.resize(geo.tiles() * geo.tile_stride(), 0.0);
+    let qstride = heads * dk;
+    qbuf.resize(t.div_ceil(QP) * qstride, ZERO);
     {
         let tiles: Vec<std::sync::Mutex<&mut [f32]>> = buf
             .chunks_mut(geo.tile_stride())
             .map(std::sync::Mutex::new)
             .collect();
+        let panels: Vec<std::sync::Mutex<&mut [Row]>> = qbuf
+            .chunks_mut(qstride.max(1))
+            .map(std::sync::Mutex::new)
+            .collect();
         parallel_items(
-            tiles.len(),
+            tiles.len() + panels.len(),
             threads,
             || (),
-            |_, kt| geo.pack(kt, &k, &v, &mut tiles[kt].lock().expect("tile")),
+            |_, i| match i.checked_sub(tiles.len()) {
+                None => geo.pack(i, &k, &v, &mut tiles[i].lock().expect("tile")),
+                Some(p) => geo.pack_queries(p, &q, t, c, &mut panels[p].lock().expect("panel")),
+            },
         );
     }
-    let c = scale * std::f32::consts::LOG2_E;
     // Queries per work item: each packed key and value tile fetched (from L3 at long
     // lengths) serves the whole block, so long blocks pay at long lengths (one thread,
     // T = 16384: 114 GFLOP/s with 128 rows, 124 with 512), while short sequences need
@@ -354,12 +364,13 @@ pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], thre
             let (h, b) = (item / blocks, item % blocks);
             let i0 = b * br;
             let nrows = br.min(t - i0);
-            st.run(&geo, &q, h, i0, nrows, c, &buf);
+            let qt = &qbuf[(i0 / QP) * qstride..];
+            st.run(&geo, qt, h, nrows, i0, &buf);
             let mut guard = chunks[b].lock().expect("chunk");
             st.write(&mut guard, width, h, dv, nrows);
         },
     );
-    PACKS.with(|p| p.replace(buf));
+    PACKS.with(|p| p.replace((buf, qbuf)));
 }
 
 thread_local! {
@@ -367,7 +378,8 @@ thread_local! {
     /// fresh pages cost a fault and a cache miss per line on first write (packing into
     /// new memory took 12% of the time at T = 1024, 8 heads). Holds O(s * d) numbers
     /// between calls.
-    static PACKS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    static PACKS: std::cell::RefCell<(Vec<f32>, Vec<Row>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// Sizes that every work item of one attention call shares.
@@ -405,6 +417,42 @@ impl Geometry {
         buf[kt * self.tile_stride() + h * (kl + vl)..][..kl + vl].split_at(kl)
     }
 
+    /// Packs queries `p * QP..` (up to QP of the `t`), scaled by `c`, into `dst`: per
+    /// head, `dk` rows of QP (row d holds column d of each query; missing queries as
+    /// zeros). Whole rows of Q (all heads) are read in order, as in `pack`: a head's
+    /// rows alone, read in each work item, waited on cache misses (8% of the time at
+    /// T = 1024, causal).
+    #[inline(never)]
+    fn pack_queries(&self, p: usize, q: &View, t: usize, c: f32, dst: &mut [Row]) {
+        let dk = self.dk;
+        let rows = QP.min(t - p * QP);
+        // Transposed in blocks of T x T, fixed-size (a plain loop became scatter
+        // instructions, 10% of the time at T = 1024).
+        const T: usize = 16;
+        for r0 in (0..QP).step_by(T) {
+            let src: [Option<&[f32]>; T] = std::array::from_fn(|r| {
+                (r0 + r < rows).then(|| q.row(p * QP + r0 + r, 0, self.heads * dk))
+            });
+            for (h, qt) in dst.chunks_exact_mut(dk).enumerate() {
+                for d0 in (0..dk).step_by(T) {
+                    let dn = T.min(dk - d0);
+                    let blk: [[f32; T]; T] = std::array::from_fn(|r| {
+                        let s = src[r].map_or(&[][..], |x| &x[h * dk + d0..][..dn]);
+                        match <&[f32; T]>::try_from(s) {
+                            Ok(full) => *full,
+                            Err(_) => std::array::from_fn(|d| s.get(d).copied().unwrap_or(0.0)),
+                        }
+                    });
+                    for d in 0..dn {
+                        for r in 0..T {
+                            qt[d0 + d][r0 + r] = blk[r][d] * c;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Packs key tile kt of every head into `dst`: per head, the keys as groups of R
     /// keys, each `dk` steps of R numbers (key `jj` of the tile, column `d` at
     /// `(jj / R) * dk * R + d * R + jj % R`), then the values as `dv4` groups of R
@@ -415,6 +463,7 @@ impl Geometry {
     /// order, which the prefetchers follow (one head's rows, 2 KiB apart, they did not),
     /// and a tile's values are contiguous (with column groups `s` keys apart, 64 KiB at
     /// T = 4096, a tile's 16 groups fell into the same L1 sets).
+    #[inline(never)]
     fn pack<'a>(&self, kt: usize, k: &View<'a>, v: &View<'a>, dst: &mut [f32]) {
         let (dk, dv) = (self.dk, self.dv);
         let (kl, vl) = self.tile_lens();
@@ -490,8 +539,6 @@ const QP: usize = N;
 struct Scratch {
     dk: usize,
     dv4: usize,
-    /// The block's queries, pre-scaled and transposed: `np` panels of dk rows of QP.
-    qt: Vec<Row>,
     /// Unnormalised outputs, transposed: `np` panels of `dv4 * R` rows of QP.
     ot: Vec<Row>,
     /// Running maximum (base-2 domain) and sum per query.
@@ -506,7 +553,6 @@ impl Scratch {
         Scratch {
             dk,
             dv4,
-            qt: vec![ZERO; np * dk],
             ot: vec![ZERO; np * dv4 * R],
             m: vec![ZERO; np],
             l: vec![ZERO; np],
@@ -514,53 +560,22 @@ impl Scratch {
         }
     }
 
-    /// Attention of head h for queries `i0..i0 + nrows`, into `ot`, `l`.
-    #[allow(clippy::too_many_arguments)]
-    fn run(
-        &mut self,
-        g: &Geometry,
-        q: &View,
-        h: usize,
-        i0: usize,
-        nrows: usize,
-        c: f32,
-        packs: &[f32],
-    ) {
-        let (dk, dv4) = (self.dk, self.dv4);
-        let np = nrows.div_ceil(QP);
-        for p in 0..np {
-            let rows = QP.min(nrows - p * QP);
-            let qt = &mut self.qt[p * dk..(p + 1) * dk];
-            // Transposed in blocks of T x T (a plain loop became scatter instructions,
-            // 10% of the time at T = 1024).
-            const T: usize = 16;
-            for r0 in (0..QP).step_by(T) {
-                for d0 in (0..dk).step_by(T) {
-                    let dn = T.min(dk - d0);
-                    let mut blk = [[0f32; T]; T];
-                    for r in 0..T.min(rows.saturating_sub(r0)) {
-                        let src = q.row(i0 + p * QP + r0 + r, h * dk + d0, dn);
-                        // One vector load per row where possible: scalar loads of rows
-                        // far apart in memory waited on each cache miss in turn.
-                        if let Ok(src) = <&[f32; T]>::try_from(src) {
-                            blk[r] = *src;
-                        } else {
-                            for (d, x) in blk[r].iter_mut().enumerate() {
-                                *x = src.get(d).copied().unwrap_or(0.0);
-                            }
-                        }
-                    }
-                    for d in 0..dn {
-                        for r in 0..T {
-                            qt[d0 + d][r0 + r] = blk[r][d] * c;
-                        }
-                    }
-                }
-            }
+    /// Resets the running state for a block of `nrows` queries.
+    fn reset(&mut self, nrows: usize) {
+        let dv4 = self.dv4;
+        for p in 0..nrows.div_ceil(QP) {
             self.m[p] = Row([f32::NEG_INFINITY; QP]);
             self.l[p] = ZERO;
             self.ot[p * dv4 * R..(p + 1) * dv4 * R].fill(ZERO);
         }
+    }
+
+    /// Attention of head h for queries `i0..i0 + nrows`, into `ot`, `l`; `qt` holds
+    /// the packed query panels from the block's first (see `pack_queries`), `packs`
+    /// the packed key and value tiles.
+    fn run(&mut self, g: &Geometry, qt: &[Row], h: usize, nrows: usize, i0: usize, packs: &[f32]) {
+        let np = nrows.div_ceil(QP);
+        self.reset(nrows);
         // Keys a panel's queries see: all, or (causal) up to its last query.
         let key_end = |p: usize| {
             if g.causal {
@@ -583,7 +598,8 @@ impl Scratch {
                 let masked = j0 + jn > g.s || (g.causal && j0 + jn > qi0 + 1);
                 let (kp, vp) = g.tile(packs, kt, h);
                 let alpha = self.scores(
-                    &kp[..jn * dk],
+                    &kp[..jn * g.dk],
+                    &qt[(p * g.heads + h) * g.dk..][..g.dk],
                     p,
                     jn,
                     masked.then_some((j0, g.s, g.causal, qi0)),
@@ -593,7 +609,7 @@ impl Scratch {
         }
     }
 
-    /// Scores of `jn` keys (packed in `kp`) against panel p, masked as `mask` says
+    /// Scores of `jn` keys (packed in `kp`) against panel p (`qt`), masked as `mask` says
     /// (first key, key count, causal, first query), then turned into probabilities
     /// relative to the updated running maximum. Returns the factor by which each
     /// query's earlier sums must be rescaled.
@@ -601,12 +617,12 @@ impl Scratch {
     fn scores(
         &mut self,
         kp: &[f32],
+        qt: &[Row],
         p: usize,
         jn: usize,
         mask: Option<(usize, usize, bool, usize)>,
     ) -> [f32; QP] {
         let dk = self.dk;
-        let qt = &self.qt[p * dk..(p + 1) * dk];
         let sc = &mut self.sc[..jn];
         let mut mx = *self.m[p];
         for (gi, out) in sc.chunks_exact_mut(R).enumerate() {
@@ -676,6 +692,7 @@ impl Scratch {
 
     /// Writes the block's normalised outputs for head h into `chunk` (the block's rows
     /// of `width` numbers).
+    #[inline(never)]
     fn write(&self, chunk: &mut [f32], width: usize, h: usize, dv: usize, nrows: usize) {
         let dv4 = self.dv4;
         for r in 0..nrows {
