@@ -5,29 +5,48 @@
 //! 64 = 4 x 16 lanes, four AVX-512 registers; LLVM splits them for narrower SIMD) with
 //! compile-time bounds, so LLVM keeps the accumulators in registers.
 //!
-//! Performance notes (2-core AVX-512 Xeon, fp32, 8 heads of 64; `scripts/bench-attn.sh`):
+//! Performance notes (2-core AVX-512 Xeon, fp32, 8 heads of 64; `scripts/bench-attn.sh`
+//! for the figures beside PyTorch, one-thread CPU time for the comparisons below, as the
+//! machine is shared and wall-clock times vary by 30% from run to run):
 //! - Scores are computed in the base-2 domain (`q` pre-scaled by `scale * log2(e)`), so
 //!   the softmax needs one `exp2` per score: a 6-term polynomial and an exponent add,
 //!   vectorised, instead of the C library's scalar `expf`.
-//! - Tiles of 192 queries x 64 keys (48 queries ran at half the speed at T = 8192: each
-//!   key/value tile streamed from L3 served too few queries). The micro-kernels hold
-//!   4 rows x 64 columns of accumulators (16 of the 32 vector registers) across the
-//!   whole reduction; the
-//!   tile's scores, 48 KiB, and the key and value tiles, 16 KiB each at d = 64, stay
-//!   in L1 or L2. Values are packed per head: rows 2 KiB apart fell into a few L1 sets.
+//! - Scores are held transposed: one row per key, one lane per query, 64 queries (a
+//!   "panel", four registers) side by side. The softmax's running maximum, sum and
+//!   rescaling factor are then lane-wise vectors; held the other way round (a row per
+//!   query), each row needed two horizontal reductions and a scalar `exp2`, and the
+//!   softmax took 18% of the time at T = 1024 (now about 10%, nearly all `exp2`).
+//! - One micro-kernel does all the arithmetic (`panel_kernel`): 4 rows x 64 columns of
+//!   accumulators (16 of the 32 vector registers) over the whole reduction, each loaded
+//!   panel row shared by the four rows. Q K^T is 4 keys (broadcast) x 64 queries; P V
+//!   is 4 value columns (broadcast) x 64 queries, so the output is transposed too and
+//!   is turned back once per block. In isolation it runs at about 85% of the FMA peak;
+//!   5 rows (tiles of 80 keys) measured no better in the whole kernel.
 //! - Accumulators stay in registers only when the reduction loop is outside a loop of
-//!   constant trip count over a few `[f32; 64]` rows (four rows here): spelled as one
-//!   6 x 64 array, or with the accumulators in memory, LLVM kept them on the stack
-//!   (measured 3-4x slower). The four rows share each loaded key/value vector.
-//! - `scores`, `softmax` and `accumulate` are kept out of line (one call per tile, a
-//!   negligible cost) so that profiles attribute time per phase; measured split at
-//!   T = 1024: about 35% scores, 35% accumulate, 10-15% softmax.
+//!   constant trip count over a few `[f32; 64]` rows: spelled as one 6 x 64 array, or
+//!   with the accumulators in memory, LLVM kept them on the stack (3-4x slower).
+//! - The streamed panels are `Row`s, 64-byte aligned: with `[f32; 64]` (4-byte
+//!   alignment) a run whose allocations straddled cache lines was 20% slower.
+//! - Q, K and V are packed once per call, in parallel, whole rows of all heads in
+//!   order (a head's rows alone, 2 KiB apart, defeated the prefetchers), into buffers
+//!   kept on the calling thread for the next call: packing into fresh pages (a fault
+//!   and a miss per line) took 12% at T = 1024. A tile's packed keys and values are
+//!   contiguous: value column groups `s` keys apart shared L1 sets.
+//! - Work items are (head, block of queries), from a shared counter, last first (causal
+//!   blocks cost more the later they are), a head's blocks in a row so that its keys
+//!   and values are still in L2. Blocks are 512 queries at long lengths (each key tile
+//!   fetched serves more queries: 114 -> 124 GFLOP/s at T = 16384), fewer where the
+//!   items would be too few to balance two threads.
+//! - Copies of variable length become `memmove` calls (8% at T = 1024 when packing
+//!   4-number groups), and transposing loops became scatters or gathers: the packing
+//!   code uses fixed-size arrays and a fixed-size fast path.
 //! - LLVM's tuning for this CPU prefers 256-bit vectors: with only `target-cpu=native`
 //!   the kernels run on ymm registers. `-C target-feature=-prefer-256-bit` (rustc warns
 //!   that the feature is unstable; LLVM honours it) gives zmm FMAs throughout.
-//! - Work items are blocks of query rows (all heads of a block in one item), taken from
-//!   a shared counter, last block first, so that causal blocks (whose cost grows with
-//!   their position) balance across the threads.
+//! - `scores`, `accumulate`, the packing functions and `write` are kept out of line
+//!   (a call per tile or per block, a negligible cost) so that profiles attribute time
+//!   per phase. At T = 1024, causal, on two threads: 42% scores (of which about a
+//!   quarter is the softmax), 31% accumulate, 16% packing, 4% writing the output.
 
 // Index loops with compile-time bounds over fixed arrays are the form LLVM unrolls
 // and vectorizes best; the iterator forms clippy suggests hide the constant bounds.
