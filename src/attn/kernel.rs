@@ -455,13 +455,18 @@ impl Geometry {
             for (h, qt) in dst.chunks_exact_mut(dk).enumerate() {
                 for d0 in (0..dk).step_by(T) {
                     let dn = T.min(dk - d0);
-                    let blk: [[f32; T]; T] = std::array::from_fn(|r| {
-                        let s = src[r].map_or(&[][..], |x| &x[h * dk + d0..][..dn]);
-                        match <&[f32; T]>::try_from(s) {
-                            Ok(full) => *full,
-                            Err(_) => std::array::from_fn(|d| s.get(d).copied().unwrap_or(0.0)),
+                    let mut blk = [[0f32; T]; T];
+                    for (b, s) in blk.iter_mut().zip(src) {
+                        let Some(s) = s else { continue };
+                        let s = &s[h * dk + d0..][..dn];
+                        if let Ok(full) = <&[f32; T]>::try_from(s) {
+                            *b = *full;
+                        } else {
+                            for (y, &x) in b.iter_mut().zip(s) {
+                                *y = x;
+                            }
                         }
-                    });
+                    }
                     for d in 0..dn {
                         for r in 0..T {
                             qt[d0 + d][r0 + r] = blk[r][d] * c;
