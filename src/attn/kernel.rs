@@ -308,7 +308,8 @@ pub struct Shape {
 ///
 /// Row i of head h of Q is `q.row(i, h * d_kq, d_kq)`, likewise for K and V. Nothing of
 /// size t x s is allocated: besides per-thread tiles, the kernel holds one packed copy
-/// of K and of V (O(s * d)).
+/// of Q, K and V (O((t + s) * d)), which stays allocated on the calling thread for its
+/// next call.
 pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], threads: usize) {
     let Shape {
         heads,
