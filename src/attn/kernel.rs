@@ -5,29 +5,48 @@
 //! 64 = 4 x 16 lanes, four AVX-512 registers; LLVM splits them for narrower SIMD) with
 //! compile-time bounds, so LLVM keeps the accumulators in registers.
 //!
-//! Performance notes (2-core AVX-512 Xeon, fp32, 8 heads of 64; `scripts/bench-attn.sh`):
+//! Performance notes (2-core AVX-512 Xeon, fp32, 8 heads of 64; `scripts/bench-attn.sh`
+//! for the figures beside PyTorch, one-thread CPU time for the comparisons below, as the
+//! machine is shared and wall-clock times vary by 30% from run to run):
 //! - Scores are computed in the base-2 domain (`q` pre-scaled by `scale * log2(e)`), so
 //!   the softmax needs one `exp2` per score: a 6-term polynomial and an exponent add,
 //!   vectorised, instead of the C library's scalar `expf`.
-//! - Tiles of 192 queries x 64 keys (48 queries ran at half the speed at T = 8192: each
-//!   key/value tile streamed from L3 served too few queries). The micro-kernels hold
-//!   4 rows x 64 columns of accumulators (16 of the 32 vector registers) across the
-//!   whole reduction; the
-//!   tile's scores, 48 KiB, and the key and value tiles, 16 KiB each at d = 64, stay
-//!   in L1 or L2. Values are packed per head: rows 2 KiB apart fell into a few L1 sets.
+//! - Scores are held transposed: one row per key, one lane per query, 64 queries (a
+//!   "panel", four registers) side by side. The softmax's running maximum, sum and
+//!   rescaling factor are then lane-wise vectors; held the other way round (a row per
+//!   query), each row needed two horizontal reductions and a scalar `exp2`, and the
+//!   softmax took 18% of the time at T = 1024 (now about 10%, nearly all `exp2`).
+//! - One micro-kernel does all the arithmetic (`panel_kernel`): 4 rows x 64 columns of
+//!   accumulators (16 of the 32 vector registers) over the whole reduction, each loaded
+//!   panel row shared by the four rows. Q K^T is 4 keys (broadcast) x 64 queries; P V
+//!   is 4 value columns (broadcast) x 64 queries, so the output is transposed too and
+//!   is turned back once per block. In isolation it runs at about 85% of the FMA peak;
+//!   5 rows (tiles of 80 keys) measured no better in the whole kernel.
 //! - Accumulators stay in registers only when the reduction loop is outside a loop of
-//!   constant trip count over a few `[f32; 64]` rows (four rows here): spelled as one
-//!   6 x 64 array, or with the accumulators in memory, LLVM kept them on the stack
-//!   (measured 3-4x slower). The four rows share each loaded key/value vector.
-//! - `scores`, `softmax` and `accumulate` are kept out of line (one call per tile, a
-//!   negligible cost) so that profiles attribute time per phase; measured split at
-//!   T = 1024: about 35% scores, 35% accumulate, 10-15% softmax.
+//!   constant trip count over a few `[f32; 64]` rows: spelled as one 6 x 64 array, or
+//!   with the accumulators in memory, LLVM kept them on the stack (3-4x slower).
+//! - The streamed panels are `Row`s, 64-byte aligned: with `[f32; 64]` (4-byte
+//!   alignment) a run whose allocations straddled cache lines was 20% slower.
+//! - Q, K and V are packed once per call, in parallel, whole rows of all heads in
+//!   order (a head's rows alone, 2 KiB apart, defeated the prefetchers), into buffers
+//!   kept on the calling thread for the next call: packing into fresh pages (a fault
+//!   and a miss per line) took 12% at T = 1024. A tile's packed keys and values are
+//!   contiguous: value column groups `s` keys apart shared L1 sets.
+//! - Work items are (head, block of queries), from a shared counter, last first (causal
+//!   blocks cost more the later they are), a head's blocks in a row so that its keys
+//!   and values are still in L2. Blocks are 512 queries at long lengths (each key tile
+//!   fetched serves more queries: 114 -> 124 GFLOP/s at T = 16384), fewer where the
+//!   items would be too few to balance two threads.
+//! - Copies of variable length become `memmove` calls (8% at T = 1024 when packing
+//!   4-number groups), and transposing loops became scatters or gathers: the packing
+//!   code uses fixed-size arrays and a fixed-size fast path.
 //! - LLVM's tuning for this CPU prefers 256-bit vectors: with only `target-cpu=native`
 //!   the kernels run on ymm registers. `-C target-feature=-prefer-256-bit` (rustc warns
 //!   that the feature is unstable; LLVM honours it) gives zmm FMAs throughout.
-//! - Work items are blocks of query rows (all heads of a block in one item), taken from
-//!   a shared counter, last block first, so that causal blocks (whose cost grows with
-//!   their position) balance across the threads.
+//! - `scores`, `accumulate`, the packing functions and `write` are kept out of line
+//!   (a call per tile or per block, a negligible cost) so that profiles attribute time
+//!   per phase. At T = 1024, causal, on two threads: 42% scores (of which about a
+//!   quarter is the softmax), 31% accumulate, 16% packing, 4% writing the output.
 
 // Index loops with compile-time bounds over fixed arrays are the form LLVM unrolls
 // and vectorizes best; the iterator forms clippy suggests hide the constant bounds.
@@ -35,13 +54,13 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Lanes in one SIMD register's worth of f32 (AVX-512).
-const L: usize = 16;
-/// Keys per tile, and columns per micro-kernel panel.
+/// Columns per micro-kernel panel: four AVX-512 registers of 16 lanes.
+const N: usize = 64;
+/// Keys per tile.
 const BC: usize = 64;
-/// Rows per micro-kernel (the code of `panel_kernel` and `pv_chunk` spells out 4).
+/// Rows per micro-kernel (the code of `panel_kernel` spells out 4).
 const R: usize = 4;
-/// Query rows per work item.
+/// Rows per work item of `matmul`.
 const BR: usize = 192;
 
 /// `a * b + c`, fused where the target has FMA (one rounding, twice the throughput),
@@ -108,62 +127,72 @@ impl<'a> View<'a> {
     }
 }
 
-/// `depth` rounded up to a multiple of 4: packed operands are zero-padded to it so that
-/// the micro-kernels can take four steps of the reduction per pass over the accumulators.
-fn depth4(depth: usize) -> usize {
-    depth.div_ceil(4) * 4
+/// N numbers on a 64-byte boundary: one cache line, four aligned AVX-512 loads. The
+/// panels the micro-kernel streams are made of these: `Vec<[f32; N]>` is only 4-byte
+/// aligned, and runs whose allocations happened to straddle lines (every load split
+/// across two) were 20% slower (109 against 134 GFLOP/s at T = 1024, one thread,
+/// alternating from run to run).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Row([f32; N]);
+
+impl std::ops::Deref for Row {
+    type Target = [f32; N];
+    fn deref(&self) -> &[f32; N] {
+        &self.0
+    }
 }
 
-/// R rows of A, packed as `depth4` groups of R numbers (`a[kd * R + r]` = row r,
-/// column kd), times a packed panel `bp` (`depth4` rows of BC numbers): `out` gets the
-/// R x BC products.
-///
+impl std::ops::DerefMut for Row {
+    fn deref_mut(&mut self) -> &mut [f32; N] {
+        &mut self.0
+    }
+}
+
+/// A row of zeros.
+const ZERO: Row = Row([0.0; N]);
+
+/// R rows of A, packed as groups of R numbers (`a[kd * R + r]` = row r, column kd),
+/// times a packed panel `bp` (rows of N numbers), added to `acc`: returns the R x N
+/// sums. The depth is the shorter of the two operands.
 #[inline(always)]
-fn panel_kernel(a: &[f32], bp: &[f32], out: &mut [[f32; BC]; R]) {
+fn panel_kernel(a: &[f32], bp: &[Row], mut acc: [[f32; N]; R]) -> [[f32; N]; R] {
     // All R = 4 rows at once, accumulators in registers: each panel row loaded serves
     // the four rows, and 4 x 4 vectors make sixteen independent FMA chains.
-    let mut acc = [[0f32; BC]; R];
-    for (x, b) in a.chunks_exact(R).zip(bp.chunks_exact(BC)) {
-        let b: &[f32; BC] = b.try_into().expect("BC numbers");
+    for (x, b) in a.chunks_exact(R).zip(bp) {
         let x: &[f32; R] = x.try_into().expect("R numbers");
-        for c in 0..BC {
+        for c in 0..N {
             acc[0][c] = fmadd(x[0], b[c], acc[0][c]);
             acc[1][c] = fmadd(x[1], b[c], acc[1][c]);
             acc[2][c] = fmadd(x[2], b[c], acc[2][c]);
             acc[3][c] = fmadd(x[3], b[c], acc[3][c]);
         }
     }
-    *out = acc;
+    acc
 }
 
-/// Packs R rows given by `row(r)` (each `depth` long; `None` for padding), scaled by
-/// `c`, as `panel_kernel` reads them: `depth4(depth)` groups of R numbers.
-fn pack_rows<'a>(dst: &mut [f32], depth: usize, c: f32, row: impl Fn(usize) -> Option<&'a [f32]>) {
+/// Packs R rows given by `row(r)` (each `depth` long; `None` for padding) as
+/// `panel_kernel` reads them: `depth` groups of R numbers.
+fn pack_rows<'a>(dst: &mut [f32], depth: usize, row: impl Fn(usize) -> Option<&'a [f32]>) {
     dst.fill(0.0);
     for r in 0..R {
         if let Some(src) = row(r) {
             for (kd, &x) in src[..depth].iter().enumerate() {
-                dst[kd * R + r] = x * c;
+                dst[kd * R + r] = x;
             }
         }
     }
 }
 
-/// Packs `n` columns of the `depth x n` row-major matrix given by `col(kd, c)` into
-/// panels of BC columns: panel p holds `depth4(depth)` rows of BC numbers, zero-padded.
-fn pack_panels(depth: usize, n: usize, get: impl Fn(usize, usize) -> f32) -> Vec<f32> {
-    let panels = n.div_ceil(BC);
-    let d4 = depth4(depth);
-    let mut out = vec![0f32; panels * d4 * BC];
+/// Packs the columns of the row-major `depth x n` matrix `w` into panels of N columns:
+/// panel p holds `depth` rows of N numbers, zero-padded.
+fn pack_panels(depth: usize, n: usize, w: &[f32]) -> Vec<Row> {
+    let panels = n.div_ceil(N);
+    let mut out = vec![ZERO; panels * depth];
     for p in 0..panels {
+        let cols = N.min(n - p * N);
         for kd in 0..depth {
-            let dst = &mut out[(p * d4 + kd) * BC..][..BC];
-            for (c, d) in dst.iter_mut().enumerate() {
-                let col = p * BC + c;
-                if col < n {
-                    *d = get(kd, col);
-                }
-            }
+            out[p * depth + kd][..cols].copy_from_slice(&w[kd * n + p * N..][..cols]);
         }
     }
     out
@@ -226,28 +255,27 @@ pub fn matmul(x: &[f32], t: usize, d: usize, w: &[f32], n: usize, threads: usize
     if t == 0 || n == 0 {
         return out;
     }
-    let wp = pack_panels(d, n, |kd, c| w[kd * n + c]);
-    let panels = n.div_ceil(BC);
+    let wp = pack_panels(d, n, w);
+    let panels = n.div_ceil(N);
     let chunks = row_chunks(&mut out, n, BR);
     parallel_items(
         chunks.len(),
         threads,
-        || (vec![0f32; depth4(d) * R], [[0f32; BC]; R]),
-        |(a, acc), item| {
+        || vec![0f32; d * R],
+        |a, item| {
             let mut guard = chunks[item].lock().expect("chunk");
             let chunk: &mut [f32] = &mut guard;
             let row0 = item * BR;
             let nrows = chunk.len() / n;
             for r0 in (0..nrows).step_by(R) {
-                pack_rows(a, d, 1.0, |r| {
+                pack_rows(a, d, |r| {
                     (r0 + r < nrows).then(|| &x[(row0 + r0 + r) * d..][..d])
                 });
-                let d4 = depth4(d);
                 for p in 0..panels {
-                    panel_kernel(a, &wp[p * d4 * BC..(p + 1) * d4 * BC], acc);
-                    let cols = BC.min(n - p * BC);
+                    let acc = panel_kernel(a, &wp[p * d..(p + 1) * d], [[0f32; N]; R]);
+                    let cols = N.min(n - p * N);
                     for (r, acc_r) in acc.iter().enumerate().take(nrows - r0) {
-                        chunk[(r0 + r) * n + p * BC..][..cols].copy_from_slice(&acc_r[..cols]);
+                        chunk[(r0 + r) * n + p * N..][..cols].copy_from_slice(&acc_r[..cols]);
                     }
                 }
             }
@@ -280,7 +308,8 @@ pub struct Shape {
 ///
 /// Row i of head h of Q is `q.row(i, h * d_kq, d_kq)`, likewise for K and V. Nothing of
 /// size t x s is allocated: besides per-thread tiles, the kernel holds one packed copy
-/// of K and of V (O(s * d)).
+/// of Q, K and V (O((t + s) * d)), which stays allocated on the calling thread for its
+/// next call.
 pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], threads: usize) {
     let Shape {
         heads,
@@ -297,234 +326,407 @@ pub fn attention(shape: &Shape, q: View, k: View, v: View, out: &mut [f32], thre
         return;
     }
     assert!(s > 0, "attention over no keys");
-    let tiles = s.div_ceil(BC);
-    // Keys, transposed into tiles: head h, tile kt holds dk rows of BC keys.
-    let d4 = depth4(dk);
-    let mut kpack = Vec::with_capacity(heads * tiles * d4 * BC);
-    for h in 0..heads {
-        kpack.extend(pack_panels(dk, s, |kd, j| k.row(j, h * dk, dk)[kd]));
-    }
-    // Values, per head, as contiguous rows of dvp numbers (zero-padded to whole
-    // 16-lane groups). Rows of the caller's layout are heads * widths apart, a multiple
-    // of 2 KiB for common shapes, so a tile's rows would fall into a few L1 sets and
-    // evict each other; contiguous rows do not.
-    let dvp = dv.div_ceil(L) * L;
-    let mut vpack = vec![0f32; heads * s * dvp];
-    for h in 0..heads {
-        for j in 0..s {
-            vpack[(h * s + j) * dvp..][..dv].copy_from_slice(v.row(j, h * dv, dv));
-        }
-    }
+    let geo = Geometry {
+        heads,
+        dk,
+        dv,
+        dv4: dv.div_ceil(R),
+        s,
+        causal,
+    };
+    // Keys and values, packed once (in parallel, one key tile of all heads per item)
+    // in the order the micro-kernel reads its broadcast operand, into a buffer kept
+    // from the last call on this thread (see `PACKS`).
+    // The queries likewise, pre-scaled and transposed, panel by panel (all heads).
     let c = scale * std::f32::consts::LOG2_E;
-    let chunks = row_chunks(out, width, BR);
+    let (mut buf, mut qbuf) = PACKS.with(|p| p.take());
+    buf.resize(geo.tiles() * geo.tile_stride(), 0.0);
+    let qstride = heads * dk;
+    qbuf.resize(t.div_ceil(QP) * qstride, ZERO);
+    {
+        let tiles: Vec<std::sync::Mutex<&mut [f32]>> = buf
+            .chunks_mut(geo.tile_stride())
+            .map(std::sync::Mutex::new)
+            .collect();
+        let panels: Vec<std::sync::Mutex<&mut [Row]>> = qbuf
+            .chunks_mut(qstride.max(1))
+            .map(std::sync::Mutex::new)
+            .collect();
+        parallel_items(
+            tiles.len() + panels.len(),
+            threads,
+            || (),
+            |_, i| match i.checked_sub(tiles.len()) {
+                None => geo.pack(i, &k, &v, &mut tiles[i].lock().expect("tile")),
+                Some(p) => geo.pack_queries(p, &q, t, c, &mut panels[p].lock().expect("panel")),
+            },
+        );
+    }
+    // Queries per work item: each packed key and value tile fetched (from L3 at long
+    // lengths) serves the whole block, so long blocks pay at long lengths (one thread,
+    // T = 16384: 114 GFLOP/s with 128 rows, 124 with 512), while short sequences need
+    // enough items to balance the threads (T = 1024, 8 heads: 64 items of 128 rows).
+    let np = [8, 4, 2, 1]
+        .into_iter()
+        .find(|&np| heads * t.div_ceil(np * QP) >= 32 * threads)
+        .unwrap_or(1);
+    let br = np * QP;
+    let blocks = t.div_ceil(br);
+    let chunks = row_chunks(out, width, br);
+    // Items are (head, block) pairs, last first (see `parallel_items`): causal blocks
+    // cost more the later they are. A head's blocks follow each other, so that its
+    // packed keys and values are still in L2 for the next block.
     parallel_items(
-        chunks.len(),
+        blocks * heads,
         threads,
-        || Scratch::new(dk, dvp),
+        || Scratch::new(dk, geo.dv4, np),
         |st, item| {
-            let mut guard = chunks[item].lock().expect("chunk");
-            let chunk: &mut [f32] = &mut guard;
-            let i0 = item * BR;
-            let nrows = chunk.len() / width;
-            let last_q = i0 + nrows - 1;
-            for h in 0..heads {
-                st.start(&q, i0, nrows, h * dk, dk, c);
-                let key_end = if causal { s.min(last_q + 1) } else { s };
-                for kt in 0..key_end.div_ceil(BC) {
-                    let j0 = kt * BC;
-                    let jn = BC.min(key_end - j0);
-                    let kp = &kpack[(h * tiles + kt) * d4 * BC..][..d4 * BC];
-                    st.scores(nrows, d4, kp, i0, j0, jn, causal);
-                    let vh = View {
-                        data: &vpack,
-                        stride: dvp,
-                        offset: h * s * dvp,
-                    };
-                    st.accumulate(nrows, jn, &vh, j0, 0, dvp);
-                }
-                for r in 0..nrows {
-                    let inv = 1.0 / st.l[r];
-                    let dst = &mut chunk[r * width + h * dv..][..dv];
-                    for (d, &o) in dst.iter_mut().zip(&st.o[r * dvp..]) {
-                        *d = o * inv;
+            let (h, b) = (item / blocks, item % blocks);
+            let i0 = b * br;
+            let nrows = br.min(t - i0);
+            let qt = &qbuf[(i0 / QP) * qstride..];
+            st.run(&geo, qt, h, nrows, i0, &buf);
+            let mut guard = chunks[b].lock().expect("chunk");
+            st.write(&mut guard, width, h, dv, nrows);
+        },
+    );
+    PACKS.with(|p| p.replace((buf, qbuf)));
+}
+
+thread_local! {
+    /// The packed keys and values of the last call on this thread, kept for the next:
+    /// fresh pages cost a fault and a cache miss per line on first write (packing into
+    /// new memory took 12% of the time at T = 1024, 8 heads). Holds O(s * d) numbers
+    /// between calls.
+    static PACKS: std::cell::RefCell<(Vec<f32>, Vec<Row>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Sizes that every work item of one attention call shares.
+struct Geometry {
+    heads: usize,
+    dk: usize,
+    dv: usize,
+    /// Value columns in groups of R.
+    dv4: usize,
+    /// Keys.
+    s: usize,
+    causal: bool,
+}
+
+impl Geometry {
+    /// Key tiles.
+    fn tiles(&self) -> usize {
+        self.s.div_ceil(BC)
+    }
+
+    /// Numbers in one head's packed key tile (`BC * dk`) and value tile.
+    fn tile_lens(&self) -> (usize, usize) {
+        (BC * self.dk, self.dv4 * BC * R)
+    }
+
+    /// Numbers in one packed tile of all heads.
+    fn tile_stride(&self) -> usize {
+        let (kl, vl) = self.tile_lens();
+        self.heads * (kl + vl)
+    }
+
+    /// Head h's packed keys and values of tile kt.
+    fn tile<'a>(&self, buf: &'a [f32], kt: usize, h: usize) -> (&'a [f32], &'a [f32]) {
+        let (kl, vl) = self.tile_lens();
+        buf[kt * self.tile_stride() + h * (kl + vl)..][..kl + vl].split_at(kl)
+    }
+
+    /// Packs queries `p * QP..` (up to QP of the `t`), scaled by `c`, into `dst`: per
+    /// head, `dk` rows of QP (row d holds column d of each query; missing queries as
+    /// zeros). Whole rows of Q (all heads) are read in order, as in `pack`: a head's
+    /// rows alone, read in each work item, waited on cache misses (8% of the time at
+    /// T = 1024, causal).
+    #[inline(never)]
+    fn pack_queries(&self, p: usize, q: &View, t: usize, c: f32, dst: &mut [Row]) {
+        let dk = self.dk;
+        let rows = QP.min(t - p * QP);
+        // Transposed in blocks of T x T, fixed-size (a plain loop became scatter
+        // instructions, 10% of the time at T = 1024).
+        const T: usize = 16;
+        for r0 in (0..QP).step_by(T) {
+            let src: [Option<&[f32]>; T] = std::array::from_fn(|r| {
+                (r0 + r < rows).then(|| q.row(p * QP + r0 + r, 0, self.heads * dk))
+            });
+            for (h, qt) in dst.chunks_exact_mut(dk).enumerate() {
+                for d0 in (0..dk).step_by(T) {
+                    let dn = T.min(dk - d0);
+                    let mut blk = [[0f32; T]; T];
+                    for (b, s) in blk.iter_mut().zip(src) {
+                        let Some(s) = s else { continue };
+                        let s = &s[h * dk + d0..][..dn];
+                        if let Ok(full) = <&[f32; T]>::try_from(s) {
+                            *b = *full;
+                        } else {
+                            for (y, &x) in b.iter_mut().zip(s) {
+                                *y = x;
+                            }
+                        }
+                    }
+                    for d in 0..dn {
+                        for r in 0..T {
+                            qt[d0 + d][r0 + r] = blk[r][d] * c;
+                        }
                     }
                 }
             }
-        },
-    );
+        }
+    }
+
+    /// Packs key tile kt of every head into `dst`: per head, the keys as groups of R
+    /// keys, each `dk` steps of R numbers (key `jj` of the tile, column `d` at
+    /// `(jj / R) * dk * R + d * R + jj % R`), then the values as `dv4` groups of R
+    /// columns, each BC steps of R numbers (column `x` at `((x / R) * BC + jj) * R +
+    /// x % R`); keys past `s` and columns past `dv` as zeros (the buffer is reused).
+    ///
+    /// Tiles, not heads, are the unit: whole rows of K and V (all heads) are read in
+    /// order, which the prefetchers follow (one head's rows, 2 KiB apart, they did not),
+    /// and a tile's values are contiguous (with column groups `s` keys apart, 64 KiB at
+    /// T = 4096, a tile's 16 groups fell into the same L1 sets).
+    #[inline(never)]
+    fn pack<'a>(&self, kt: usize, k: &View<'a>, v: &View<'a>, dst: &mut [f32]) {
+        let (dk, dv) = (self.dk, self.dv);
+        let (kl, vl) = self.tile_lens();
+        // Row jj of the tile (all heads' `w` columns), if the key exists.
+        let row = |m: &View<'a>, jj: usize, w: usize| -> Option<&'a [f32]> {
+            let j = kt * BC + jj;
+            (j < self.s).then(|| m.row(j, 0, self.heads * w))
+        };
+        // Keys, R at a time: blocks of R rows x 16 columns become 16 x R, fixed-size
+        // arrays throughout so that the transposition is shuffles, not scalar stores.
+        const W: usize = 16;
+        for j0 in (0..BC).step_by(R) {
+            let rows: [Option<&[f32]>; R] = std::array::from_fn(|r| row(k, j0 + r, dk));
+            for (h, hd) in dst.chunks_exact_mut(kl + vl).enumerate() {
+                let kd = &mut hd[(j0 / R) * dk * R..][..dk * R];
+                let mut d0 = 0;
+                while d0 < dk {
+                    let w = W.min(dk - d0);
+                    let blk: [[f32; W]; R] = std::array::from_fn(|r| {
+                        let src = rows[r].map_or(&[][..], |x| &x[h * dk + d0..][..w]);
+                        match <&[f32; W]>::try_from(src) {
+                            Ok(full) => *full,
+                            Err(_) => std::array::from_fn(|d| src.get(d).copied().unwrap_or(0.0)),
+                        }
+                    });
+                    let mut t = [0f32; W * R];
+                    for d in 0..W {
+                        for r in 0..R {
+                            t[d * R + r] = blk[r][d];
+                        }
+                    }
+                    let out = &mut kd[d0 * R..][..w * R];
+                    if let Ok(out) = <&mut [f32; W * R]>::try_from(&mut *out) {
+                        *out = t;
+                    } else {
+                        for (o, x) in out.iter_mut().zip(t) {
+                            *o = x;
+                        }
+                    }
+                    d0 += w;
+                }
+            }
+        }
+        // Values: each row's groups of R columns go to their group's run of the tile.
+        for jj in 0..BC {
+            let vrow = row(v, jj, dv);
+            for (h, hd) in dst.chunks_exact_mut(kl + vl).enumerate() {
+                let vd = &mut hd[kl..];
+                let vs = vrow.map_or(&[][..], |x| &x[h * dv..][..dv]);
+                let full = if vrow.is_some() { dv / R } else { 0 };
+                for gi in 0..full {
+                    let src: &[f32; R] = vs[gi * R..][..R].try_into().expect("R numbers");
+                    vd[(gi * BC + jj) * R..][..R].copy_from_slice(src);
+                }
+                // A partial last group, and rows past the last key, as scalars padded
+                // with zeros (a copy of variable length would call memmove).
+                for gi in full..self.dv4 {
+                    let src = vs.get(gi * R..).unwrap_or(&[]);
+                    for (e, x) in vd[(gi * BC + jj) * R..][..R].iter_mut().enumerate() {
+                        *x = src.get(e).copied().unwrap_or(0.0);
+                    }
+                }
+            }
+        }
+    }
 }
 
-/// One thread's state for one block of query rows and one head.
+/// Queries per panel: the lanes of four AVX-512 registers. Scores are held transposed
+/// (one row per key, one lane per query), so the softmax's maximum and sum per query
+/// are lane-wise, with no horizontal reductions.
+const QP: usize = N;
+/// One thread's state for one block of query rows (up to `np` panels) and one head.
 struct Scratch {
-    /// The block's queries, pre-scaled, BR rows of dk.
-    q: Vec<f32>,
-    /// The current tile's scores, then probabilities: BR rows of BC.
-    sc: Vec<[f32; BC]>,
-    /// Unnormalised outputs, BR rows of dvp.
-    o: Vec<f32>,
-    /// Running maximum (base-2 domain) and sum per row.
-    m: [f32; BR],
-    l: [f32; BR],
-    /// Factor by which this tile rescales each row's earlier sums.
-    alpha: [f32; BR],
+    dk: usize,
+    dv4: usize,
+    /// Unnormalised outputs, transposed: `np` panels of `dv4 * R` rows of QP.
+    ot: Vec<Row>,
+    /// Running maximum (base-2 domain) and sum per query.
+    m: Vec<Row>,
+    l: Vec<Row>,
+    /// The current tile's scores, then probabilities: BC rows (keys) of QP (queries).
+    sc: Vec<Row>,
 }
 
 impl Scratch {
-    fn new(dk: usize, dvp: usize) -> Scratch {
+    fn new(dk: usize, dv4: usize, np: usize) -> Scratch {
         Scratch {
-            q: vec![0f32; BR * depth4(dk)],
-            sc: vec![[0f32; BC]; BR],
-            o: vec![0f32; BR * dvp],
-            m: [0f32; BR],
-            l: [0f32; BR],
-            alpha: [0f32; BR],
+            dk,
+            dv4,
+            ot: vec![ZERO; np * dv4 * R],
+            m: vec![ZERO; np],
+            l: vec![ZERO; np],
+            sc: vec![ZERO; BC],
         }
     }
 
-    fn start(&mut self, q: &View, i0: usize, nrows: usize, col: usize, dk: usize, c: f32) {
-        for (g, dst) in self.q.chunks_exact_mut(depth4(dk) * R).enumerate() {
-            let r0 = g * R;
-            pack_rows(dst, dk, c, |r| {
-                (r0 + r < nrows).then(|| q.row(i0 + r0 + r, col, dk))
-            });
+    /// Resets the running state for a block of `nrows` queries.
+    fn reset(&mut self, nrows: usize) {
+        let dv4 = self.dv4;
+        for p in 0..nrows.div_ceil(QP) {
+            self.m[p] = Row([f32::NEG_INFINITY; QP]);
+            self.l[p] = ZERO;
+            self.ot[p * dv4 * R..(p + 1) * dv4 * R].fill(ZERO);
         }
-        self.m.fill(f32::NEG_INFINITY);
-        self.l.fill(0.0);
-        self.o.fill(0.0);
     }
 
-    /// Scores of the tile's keys `j0..j0 + jn` (packed in `kp`), masked, turned into
-    /// probabilities relative to the updated running maximum.
-    #[allow(clippy::too_many_arguments)]
+    /// Attention of head h for queries `i0..i0 + nrows`, into `ot`, `l`; `qt` holds
+    /// the packed query panels from the block's first (see `pack_queries`), `packs`
+    /// the packed key and value tiles.
+    fn run(&mut self, g: &Geometry, qt: &[Row], h: usize, nrows: usize, i0: usize, packs: &[f32]) {
+        let np = nrows.div_ceil(QP);
+        self.reset(nrows);
+        // Keys a panel's queries see: all, or (causal) up to its last query.
+        let key_end = |p: usize| {
+            if g.causal {
+                g.s.min(i0 + (p * QP + QP).min(nrows))
+            } else {
+                g.s
+            }
+        };
+        // Key tiles outside, panels inside: each key and value tile, streamed from L2
+        // or L3 at long lengths, serves the whole block.
+        for kt in 0..key_end(np - 1).div_ceil(BC) {
+            let j0 = kt * BC;
+            for p in 0..np {
+                let ke = key_end(p);
+                if j0 >= ke {
+                    continue;
+                }
+                let jn = BC.min(ke - j0).div_ceil(R) * R;
+                let qi0 = i0 + p * QP;
+                let masked = j0 + jn > g.s || (g.causal && j0 + jn > qi0 + 1);
+                let (kp, vp) = g.tile(packs, kt, h);
+                let alpha = self.scores(
+                    &kp[..jn * g.dk],
+                    &qt[(p * g.heads + h) * g.dk..][..g.dk],
+                    p,
+                    jn,
+                    masked.then_some((j0, g.s, g.causal, qi0)),
+                );
+                self.accumulate(vp, jn, p, &alpha);
+            }
+        }
+    }
+
+    /// Scores of `jn` keys (packed in `kp`) against panel p (`qt`), masked as `mask` says
+    /// (first key, key count, causal, first query), then turned into probabilities
+    /// relative to the updated running maximum. Returns the factor by which each
+    /// query's earlier sums must be rescaled.
     #[inline(never)]
     fn scores(
         &mut self,
-        nrows: usize,
-        d4: usize,
         kp: &[f32],
-        i0: usize,
-        j0: usize,
+        qt: &[Row],
+        p: usize,
         jn: usize,
-        causal: bool,
-    ) {
-        let nr = nrows.div_ceil(R) * R;
-        for r0 in (0..nr).step_by(R) {
-            let out: &mut [[f32; BC]; R] = (&mut self.sc[r0..r0 + R]).try_into().expect("R rows");
-            panel_kernel(&self.q[r0 * d4..(r0 + R) * d4], kp, out);
+        mask: Option<(usize, usize, bool, usize)>,
+    ) -> [f32; QP] {
+        let dk = self.dk;
+        let sc = &mut self.sc[..jn];
+        let mut mx = *self.m[p];
+        for (gi, out) in sc.chunks_exact_mut(R).enumerate() {
+            let acc = panel_kernel(&kp[gi * R * dk..(gi + 1) * R * dk], qt, [[0f32; N]; R]);
+            for (o, a) in out.iter_mut().zip(acc) {
+                o.0 = a;
+            }
         }
-        self.softmax(nr, i0, j0, jn, causal);
+        if let Some((j0, s, causal, qi0)) = mask {
+            for (j, row) in sc.iter_mut().enumerate() {
+                let key = j0 + j;
+                if key >= s {
+                    row.fill(f32::NEG_INFINITY);
+                } else if causal && key > qi0 {
+                    row[..(key - qi0).min(QP)].fill(f32::NEG_INFINITY);
+                }
+            }
+        }
+        for row in sc.iter() {
+            for c in 0..QP {
+                mx[c] = max(mx[c], row[c]);
+            }
+        }
+        let m = &mut self.m[p];
+        let mut alpha = [0f32; QP];
+        for c in 0..QP {
+            alpha[c] = exp2(m[c] - mx[c]);
+        }
+        **m = mx;
+        let mut sum = [0f32; QP];
+        for row in sc.iter_mut() {
+            for c in 0..QP {
+                let e = exp2(row[c] - mx[c]);
+                row[c] = e;
+                sum[c] += e;
+            }
+        }
+        let l = &mut self.l[p];
+        for c in 0..QP {
+            l[c] = fmadd(l[c], alpha[c], sum[c]);
+        }
+        alpha
     }
 
-    /// Masks the tile's scores and turns them into probabilities relative to the
-    /// updated running maximum; updates the running sums.
+    /// `o = alpha * o + P V` for panel p and the tile's first `jn` keys (values packed
+    /// in `vp` as `dv4` groups of BC keys of R numbers).
     #[inline(never)]
-    fn softmax(&mut self, nr: usize, i0: usize, j0: usize, jn: usize, causal: bool) {
-        for r in 0..nr {
-            let row = &mut self.sc[r];
-            let lim = if causal {
-                (i0 + r + 1).saturating_sub(j0).min(jn)
-            } else {
-                jn
-            };
-            for x in row[lim..].iter_mut() {
-                *x = f32::NEG_INFINITY;
-            }
-            let mut mx = [f32::NEG_INFINITY; L];
-            for g in row.chunks_exact(L) {
-                for (m, &x) in mx.iter_mut().zip(g) {
-                    *m = max(*m, x);
+    fn accumulate(&mut self, vp: &[f32], jn: usize, p: usize, alpha: &[f32; QP]) {
+        let dv4 = self.dv4;
+        let pt = &self.sc[..jn];
+        let ot = &mut self.ot[p * dv4 * R..(p + 1) * dv4 * R];
+        for (gi, o) in ot.chunks_exact_mut(R).enumerate() {
+            let init: [[f32; N]; R] = std::array::from_fn(|r| {
+                let mut x = *o[r];
+                for c in 0..N {
+                    x[c] *= alpha[c];
                 }
+                x
+            });
+            let a = &vp[gi * BC * R..][..jn * R];
+            let acc = panel_kernel(a, pt, init);
+            for (o, a) in o.iter_mut().zip(acc) {
+                o.0 = a;
             }
-            let mut w = L / 2;
-            while w > 0 {
-                for i in 0..w {
-                    mx[i] = max(mx[i], mx[i + w]);
-                }
-                w /= 2;
-            }
-            let m_new = max(self.m[r], mx[0]);
-            self.alpha[r] = exp2(self.m[r] - m_new);
-            self.m[r] = m_new;
-            let mut sum = [0f32; L];
-            for g in row.chunks_exact_mut(L) {
-                for (s, x) in sum.iter_mut().zip(g.iter_mut()) {
-                    *x = exp2(*x - m_new);
-                    *s += *x;
-                }
-            }
-            let mut w = L / 2;
-            while w > 0 {
-                for i in 0..w {
-                    sum[i] += sum[i + w];
-                }
-                w /= 2;
-            }
-            self.l[r] = self.l[r] * self.alpha[r] + sum[0];
         }
     }
 
-    /// o = alpha * o + P V for the tile's keys `j0..j0 + jn`.
-    ///
-    /// Four keys per pass over a row of `o`, for the same reason as in `panel_kernel`;
-    /// the row is cut into constant-width chunks so that each pass is straight-line
-    /// vector code.
+    /// Writes the block's normalised outputs for head h into `chunk` (the block's rows
+    /// of `width` numbers).
     #[inline(never)]
-    fn accumulate(&mut self, nrows: usize, jn: usize, v: &View, j0: usize, col: usize, dvp: usize) {
-        let nr = nrows.div_ceil(R) * R;
-        for r in 0..nr {
-            let a = self.alpha[r];
-            if a != 1.0 {
-                for x in self.o[r * dvp..][..dvp].iter_mut() {
-                    *x *= a;
-                }
+    fn write(&self, chunk: &mut [f32], width: usize, h: usize, dv: usize, nrows: usize) {
+        let dv4 = self.dv4;
+        for r in 0..nrows {
+            let (p, c) = (r / QP, r % QP);
+            let inv = 1.0 / self.l[p][c];
+            let ot = &self.ot[p * dv4 * R..];
+            for (d, x) in chunk[r * width + h * dv..][..dv].iter_mut().enumerate() {
+                *x = ot[d][c] * inv;
             }
         }
-        // R = 4 rows at a time: each value row loaded serves all four, and the rows'
-        // vectors make independent FMA chains (enough to hide FMA latency).
-        for r in (0..nr).step_by(R) {
-            let p: [&[f32; BC]; R] = std::array::from_fn(|k| &self.sc[r + k]);
-            let o = &mut self.o[r * dvp..(r + R) * dvp];
-            let mut off = 0;
-            while off < dvp {
-                match dvp - off {
-                    16 => pv_chunk::<16>(o, dvp, off, p, jn, v, j0, col),
-                    32 => pv_chunk::<32>(o, dvp, off, p, jn, v, j0, col),
-                    48 => pv_chunk::<48>(o, dvp, off, p, jn, v, j0, col),
-                    _ => pv_chunk::<64>(o, dvp, off, p, jn, v, j0, col),
-                }
-                off += 64;
-            }
-        }
-    }
-}
-
-/// For the R rows k of `o` (each `dvp` long):
-/// `o[k][off..off + W] += sum over j < jn of p[k][j] * V[j0 + j][col + off..][..W]`.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn pv_chunk<const W: usize>(
-    o: &mut [f32],
-    dvp: usize,
-    off: usize,
-    p: [&[f32; BC]; R],
-    jn: usize,
-    v: &View,
-    j0: usize,
-    col: usize,
-) {
-    let mut acc: [[f32; W]; R] =
-        std::array::from_fn(|k| o[k * dvp + off..][..W].try_into().expect("W numbers"));
-    for j in 0..jn.min(BC) {
-        let vr: &[f32; W] = v.row(j0 + j, col + off, W).try_into().expect("W numbers");
-        let (p0, p1, p2, p3) = (p[0][j], p[1][j], p[2][j], p[3][j]);
-        for c in 0..W {
-            acc[0][c] = fmadd(p0, vr[c], acc[0][c]);
-            acc[1][c] = fmadd(p1, vr[c], acc[1][c]);
-            acc[2][c] = fmadd(p2, vr[c], acc[2][c]);
-            acc[3][c] = fmadd(p3, vr[c], acc[3][c]);
-        }
-    }
-    for (k, a) in acc.iter().enumerate() {
-        o[k * dvp + off..][..W].copy_from_slice(a);
     }
 }
