@@ -518,6 +518,7 @@ pub fn decode(config: DecodeConfig, sources: &[Source], out: &mut dyn Write) -> 
         bytes: DecodeBuf::default(),
         slow: Vec::new(),
         parts: Vec::new(),
+        pieces: Vec::new(),
     };
     input::for_each_line_run(
         sources,
@@ -550,6 +551,8 @@ struct StreamDecoder {
     slow: Vec<u8>,
     /// Per-part outputs of the parallel path, kept to reuse their memory.
     parts: Vec<(DecodeBuf, Option<usize>)>,
+    /// The pieces of one long record, likewise.
+    pieces: Vec<DecodeBuf>,
 }
 
 impl StreamDecoder {
@@ -665,16 +668,20 @@ impl StreamDecoder {
         out: &mut dyn Write,
     ) -> Result<()> {
         let threads = self.threads;
-        let mut bytes = std::mem::take(&mut self.bytes);
-        bytes.clear();
+        let mut pieces = std::mem::take(&mut self.pieces);
         let decoded = self
             .table()?
-            .decode_record_parallel(line, threads, &mut bytes);
-        if decoded && !self.whole {
-            bytes.push(b'\n');
-        }
-        let written = decoded.then(|| out.write_all(bytes.as_slice()).map_err(write_err));
-        self.bytes = bytes;
+            .decode_record_parallel(line, threads, &mut pieces);
+        let written = decoded.then(|| -> Result<()> {
+            for piece in &pieces {
+                out.write_all(piece.as_slice()).map_err(write_err)?;
+            }
+            if !self.whole {
+                out.write_all(b"\n").map_err(write_err)?;
+            }
+            Ok(())
+        });
+        self.pieces = pieces;
         match written {
             Some(result) => result,
             None => self.line(file, line_no, line, out),

@@ -275,19 +275,29 @@ impl DecodeTable {
     }
 
     /// Decodes a long compact record (see [`decode_record`](Self::decode_record)) on
-    /// `threads` threads, cutting its ids at commas; the same result.
-    pub fn decode_record_parallel(&self, line: &[u8], threads: usize, out: &mut DecodeBuf) -> bool {
+    /// `threads` threads, cutting its ids at commas: on success `parts` holds the
+    /// record's bytes in order, to be written one after the other (no copy into one
+    /// buffer; their memory is reused from call to call). False, with `parts` in an
+    /// unspecified state, when [`decode_record`](Self::decode_record) would refuse it.
+    pub fn decode_record_parallel(
+        &self,
+        line: &[u8],
+        threads: usize,
+        parts: &mut Vec<DecodeBuf>,
+    ) -> bool {
         let [b'[', inner @ .., b']'] = line else {
             return false;
         };
         if threads < 2 || inner.len() < 1 << 16 {
-            return self.decode_record(line, out);
+            parts.resize_with(1, DecodeBuf::default);
+            parts[0].clear();
+            return self.decode_record(line, &mut parts[0]);
         }
-        let parts = cut_after(inner, b',', threads * 4);
-        let mut outputs: Vec<DecodeBuf> = (0..parts.len()).map(|_| DecodeBuf::default()).collect();
+        let cuts = cut_after(inner, b',', threads * 4);
+        parts.resize_with(cuts.len(), DecodeBuf::default);
         let ok = std::sync::atomic::AtomicBool::new(true);
-        let last = parts.len() - 1;
-        let work = std::sync::Mutex::new(outputs.iter_mut().zip(parts.iter()).enumerate());
+        let last = cuts.len() - 1;
+        let work = std::sync::Mutex::new(parts.iter_mut().zip(cuts.iter()).enumerate());
         std::thread::scope(|scope| {
             for _ in 0..threads {
                 scope.spawn(|| loop {
@@ -295,12 +305,13 @@ impl DecodeTable {
                         Ok(mut it) => it.next(),
                         Err(_) => None,
                     };
-                    let Some((k, (slot, part))) = item else { break };
-                    // Every part but the last ends with the comma before the next one.
-                    let text = match part.split_last() {
+                    let Some((k, (slot, cut))) = item else { break };
+                    // Every cut but the last ends with the comma before the next one.
+                    let text = match cut.split_last() {
                         Some((b',', ids)) if k < last => ids,
-                        _ => part,
+                        _ => cut,
                     };
+                    slot.clear();
                     if !self.decode_ids_text(text, slot) {
                         ok.store(false, std::sync::atomic::Ordering::Relaxed);
                     }
@@ -310,12 +321,10 @@ impl DecodeTable {
         if !ok.into_inner() {
             return false;
         }
-        let start = out.used;
-        for o in &outputs {
-            out.extend_from_slice(o.as_slice());
-        }
-        if self.joined && out.used > start {
-            out.used -= 1;
+        if self.joined {
+            if let Some(tail) = parts.iter_mut().rev().find(|p| p.used > 0) {
+                tail.used -= 1;
+            }
         }
         true
     }
