@@ -337,6 +337,14 @@ if want word && ours; then
     bench_ours "bpe-decode (word ids)" "$BYTES" /dev/null "input MB/s of the text" \
       "$BIN/bpe-decode" -q "$OUT/ids-words.jsonl"
   fi
+  # Every distinct word of the text makes a model nearly as large as the text (the
+  # rows above pay for loading it); a 64k vocabulary is the size users train.
+  bench_ours "bpe-train --model-type word --vocab-size 65536" "$BYTES" "$OUT/words64k.json" "" \
+    "$BIN/bpe-train" -q --model-type word --vocab-size 65536 -o "$OUT/words64k.json" "$CORPUS"
+  if [ -s "$OUT/words64k.json" ]; then
+    bench_ours "bpe-encode -m words64k.json (lines)" "$BYTES" /dev/null "target ≥ 100 MB/s" \
+      "$BIN/bpe-encode" -q -m "$OUT/words64k.json" "$CORPUS"
+  fi
 fi
 
 flush_summary
