@@ -133,8 +133,11 @@ impl DecodeTable {
                         put(&mut spans, id, &bpe.token_bytes[s..e], None);
                     }
                 }
+                // Special ids far past the ordinary ones would make the dense table
+                // huge; the general reader decodes those.
+                let limit = spans.len() + (1 << 16);
                 for special in &bpe.specials {
-                    if !special.text.is_empty() {
+                    if !special.text.is_empty() && (special.id as usize) < limit {
                         put(
                             &mut spans,
                             special.id as usize,

@@ -315,3 +315,21 @@ fn whole_streams_are_cut_between_ids() {
             "bpe-decode: error: <stdin>:2: negative id",
         ));
 }
+
+/// A special token with an id far past the others stays out of the dense table (which
+/// would need gigabytes) and still decodes, through the general reader.
+#[test]
+fn far_special_ids_decode_without_a_huge_table() {
+    let specials = vec![SpecialToken {
+        text: "<|far|>".into(),
+        id: 4_000_000_000,
+    }];
+    let model = Model::Bpe(model_from_merges(&[(97, 98)], None, specials));
+    let table = DecodeTable::new(&model);
+    let line = b"[256,4000000000,99]";
+    let mut buf = DecodeBuf::default();
+    assert!(!table.decode_record(line, &mut buf));
+    assert_eq!(slow_decode(&model, line).unwrap(), b"ab<|far|>c");
+    assert!(table.decode_record(b"[256,99]", &mut buf));
+    assert_eq!(buf.as_slice(), b"abc");
+}
