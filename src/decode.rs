@@ -91,11 +91,16 @@ const LONG: u8 = u8::MAX;
 /// `offset << 32 | length` into `bytes` (length 0: not in the vocabulary). Word models
 /// store each word followed by the space that joins it to the next.
 ///
-/// Performance notes (27 MB of text, 32k model, ids one record per line): decoding
-/// was 130 MB/s as "parse every id into a vector, then copy each token with
-/// `extend_from_slice`" (a `memmove` call per token of ~4 bytes). Parsing and copying
-/// in one pass, each token as one 16-byte move into a pre-sized buffer, and the
-/// records spread over the cores are what [`crate::commands::decode`] measures now.
+/// Performance notes (27 MB of text, 32k model, ids one record per line, whole
+/// command on 2 cores): decoding was 130 MB/s of text as "parse every id into a
+/// vector, then copy each token with `extend_from_slice`" (a `memmove` call per token
+/// of ~4 bytes). Now 240-280 MB/s (210-230 for one `--whole` o200k_base record): ids
+/// parsed eight bytes at a time without branching on their length, each token copied
+/// as one 16-byte move into a buffer that is never re-zeroed, the token sizes in a
+/// byte-per-id table (the output position of each token waits on the size before
+/// it), the model file's plain lines read without a JSON parser, and the records
+/// spread over the cores. What remains is about half this loop (L2 misses on the
+/// token table), a third writing the output (kernel copies) and page faults.
 pub struct DecodeTable {
     spans: Vec<u64>,
     /// `sizes[id]`: the length of `id`'s bytes, [`LONG`] for 255 or more (see
