@@ -305,27 +305,23 @@ impl DecodeTable {
         parts.resize_with(cuts.len(), DecodeBuf::default);
         let ok = std::sync::atomic::AtomicBool::new(true);
         let last = cuts.len() - 1;
-        let work = std::sync::Mutex::new(parts.iter_mut().zip(cuts.iter()).enumerate());
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| loop {
-                    let item = match work.lock() {
-                        Ok(mut it) => it.next(),
-                        Err(_) => None,
-                    };
-                    let Some((k, (slot, cut))) = item else { break };
-                    // Every cut but the last ends with the comma before the next one.
-                    let text = match cut.split_last() {
-                        Some((b',', ids)) if k < last => ids,
-                        _ => cut,
-                    };
-                    slot.clear();
-                    if !self.decode_ids_text(text, slot) {
-                        ok.store(false, std::sync::atomic::Ordering::Relaxed);
-                    }
-                });
-            }
-        });
+        crate::parallel::on_demand(
+            threads,
+            parts.iter_mut().zip(cuts.iter()).enumerate(),
+            || (),
+            |(), (k, (slot, cut))| {
+                // Every cut but the last ends with the comma before the next one.
+                let text = match cut.split_last() {
+                    Some((b',', ids)) if k < last => ids,
+                    _ => cut,
+                };
+                slot.clear();
+                if !self.decode_ids_text(text, slot) {
+                    ok.store(false, std::sync::atomic::Ordering::Relaxed);
+                }
+            },
+            |()| {},
+        );
         if !ok.into_inner() {
             return false;
         }

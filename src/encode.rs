@@ -567,25 +567,13 @@ impl<'m> Encoder<'m> {
         let window = threads * 4;
         for group in pieces.chunks(window) {
             let mut results: Vec<Vec<u32>> = vec![Vec::new(); group.len()];
-            {
-                let work = Mutex::new(results.iter_mut().zip(group.iter()));
-                std::thread::scope(|scope| {
-                    for _ in 0..threads {
-                        scope.spawn(|| {
-                            let mut scratch = self.take_scratch();
-                            loop {
-                                let item = match work.lock() {
-                                    Ok(mut it) => it.next(),
-                                    Err(_) => None,
-                                };
-                                let Some((slot, piece)) = item else { break };
-                                self.encode_piece(&mut scratch, text, piece, slot);
-                            }
-                            self.put_scratch(scratch);
-                        });
-                    }
-                });
-            }
+            crate::parallel::on_demand(
+                threads,
+                results.iter_mut().zip(group.iter()),
+                || self.take_scratch(),
+                |scratch, (slot, piece)| self.encode_piece(scratch, text, piece, slot),
+                |scratch| self.put_scratch(scratch),
+            );
             for ids in &results {
                 sink(ids)?;
             }
@@ -1018,23 +1006,13 @@ pub fn encode_blocks(enc: &Encoder, records: &[&[u8]], threads: usize) -> Vec<Id
         enc.put_scratch(scratch);
         return blocks;
     }
-    let work = Mutex::new(blocks.iter_mut().zip(records.chunks(block)));
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                let mut scratch = enc.take_scratch();
-                loop {
-                    let item = match work.lock() {
-                        Ok(mut it) => it.next(),
-                        Err(_) => None,
-                    };
-                    let Some((out, recs)) = item else { break };
-                    encode_block(&mut scratch, out, recs);
-                }
-                enc.put_scratch(scratch);
-            });
-        }
-    });
+    crate::parallel::on_demand(
+        threads,
+        blocks.iter_mut().zip(records.chunks(block)),
+        || enc.take_scratch(),
+        |scratch, (out, recs)| encode_block(scratch, out, recs),
+        |scratch| enc.put_scratch(scratch),
+    );
     blocks
 }
 

@@ -13,6 +13,7 @@ pub mod input;
 pub mod model;
 pub mod modelfile;
 pub mod ndjson;
+pub mod parallel;
 pub mod pretokenize;
 pub mod tiktoken;
 pub mod train;
