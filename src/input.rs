@@ -266,8 +266,10 @@ pub fn for_each_line_run(
                     }
                     searched = buf.len();
                 }
+                // Read 64 KB at a time: resizing to `target` before each read would
+                // zero the rest of the run again after every short (pipe) read.
                 let have = buf.len();
-                buf.resize(have + (target.max(have) - have).max(1 << 16), 0);
+                buf.resize(have + (1 << 16), 0);
                 let n = loop {
                     match stream.read(&mut buf[have..]) {
                         Ok(n) => break n,
