@@ -746,7 +746,6 @@ impl<'m> Encoder<'m> {
     /// position` in one array, so the lowest key is the lowest merge id at its
     /// leftmost position: one vectorized minimum per merge, no search for the index.
     fn bpe_scan(&self, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
-        let n = bytes.len();
         let base = &self.model.base_id_of_byte;
         let Scratch {
             ids: tok,
@@ -764,12 +763,7 @@ impl<'m> Encoder<'m> {
                 id << shift | at as u32
             }
         };
-        tok.clear();
-        tok.extend(bytes.iter().map(|&b| base[b as usize]));
-        next.clear();
-        next.extend((1..=n as u32).map(|i| if i as usize == n { NONE } else { i }));
-        prev.clear();
-        prev.extend((0..n as u32).map(|i| i.wrapping_sub(1)));
+        linked_bytes(bytes, base, tok, next, prev);
         keys.clear();
         keys.extend(
             bytes
@@ -801,15 +795,10 @@ impl<'m> Encoder<'m> {
                 keys[p] = key(self.pair(pairs, tok[p], r), p);
             }
         }
-        let mut i = 0u32;
-        while i != NONE {
-            out.push(tok[i as usize]);
-            i = next[i as usize];
-        }
+        push_linked(tok, next, out);
     }
 
     fn bpe_heap(&self, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
-        let n = bytes.len();
         let base = &self.model.base_id_of_byte;
         let Scratch {
             ids: tok,
@@ -820,12 +809,7 @@ impl<'m> Encoder<'m> {
             pairs,
             ..
         } = scratch;
-        tok.clear();
-        tok.extend(bytes.iter().map(|&b| base[b as usize]));
-        next.clear();
-        next.extend((1..=n as u32).map(|i| if i as usize == n { NONE } else { i }));
-        prev.clear();
-        prev.extend((0..n as u32).map(|i| i.wrapping_sub(1)));
+        linked_bytes(bytes, base, tok, next, prev);
         rank.clear();
         rank.extend(bytes.windows(2).map(|w| self.byte_pairs[byte_pair(w)]));
         rank.push(NONE);
@@ -868,11 +852,7 @@ impl<'m> Encoder<'m> {
                 }
             }
         }
-        let mut i = 0u32;
-        while i != NONE {
-            out.push(tok[i as usize]);
-            i = next[i as usize];
-        }
+        push_linked(tok, next, out);
     }
 
     /// Cuts a `--whole` text into pieces whose encodings concatenate to the text's:
@@ -942,6 +922,33 @@ impl<'m> Encoder<'m> {
             }
             Piece::Text(s, e, _) => self.encode_ordinary(scratch, &text[s..e], out),
         }
+    }
+}
+
+/// The ids of `bytes` as a linked list over their positions (`NONE` ends both ways):
+/// the set-up of [`Encoder::bpe_scan`] and [`Encoder::bpe_heap`].
+fn linked_bytes(
+    bytes: &[u8],
+    base: &[u32; 256],
+    tok: &mut Vec<u32>,
+    next: &mut Vec<u32>,
+    prev: &mut Vec<u32>,
+) {
+    let n = bytes.len();
+    tok.clear();
+    tok.extend(bytes.iter().map(|&b| base[b as usize]));
+    next.clear();
+    next.extend((1..=n as u32).map(|i| if i as usize == n { NONE } else { i }));
+    prev.clear();
+    prev.extend((0..n as u32).map(|i| i.wrapping_sub(1)));
+}
+
+/// Appends the ids of a linked list that starts at position 0.
+fn push_linked(tok: &[u32], next: &[u32], out: &mut Vec<u32>) {
+    let mut i = 0u32;
+    while i != NONE {
+        out.push(tok[i as usize]);
+        i = next[i as usize];
     }
 }
 
