@@ -325,10 +325,7 @@ impl AnyEncoder<'_> {
             AnyEncoder::Word(enc) => {
                 let encode_all = |part: &[&[u8]]| -> IdBlock {
                     let mut block = IdBlock::default();
-                    for r in part {
-                        enc.encode(r, &mut block.ids);
-                        block.ends.push(block.ids.len());
-                    }
+                    enc.encode_records(part, &mut block.ids, &mut block.ends);
                     block
                 };
                 if threads < 2 || records.len() < 64 {

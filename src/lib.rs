@@ -18,5 +18,6 @@ pub mod pretokenize;
 pub mod tiktoken;
 pub mod train;
 pub mod word;
+mod wordtable;
 
 pub use error::{Error, ErrorKind, Result};

@@ -139,15 +139,20 @@ impl PartialEq for PairIds {
 #[derive(Debug, Clone)]
 pub struct WordModel {
     pub source: ModelSource,
-    /// Words in id order (ids 0..words.len()).
-    pub words: Vec<String>,
-    /// Counts when learned, parallel to `words` (display only).
+    /// Counts when learned, parallel to the words (display only).
     pub counts: Vec<u64>,
-    /// Word (its bytes) -> id.
+    /// The words (ids `0..`) and the table from a word (its bytes) to its id.
     pub ids: crate::word::WordIds,
-    /// The unknown-word token's text and id (`[UNK]`, `words.len()`).
+    /// The unknown-word token's text and id (`[UNK]`, the number of words).
     pub unk_text: String,
     pub unk_id: u32,
+}
+
+impl WordModel {
+    /// The words, by id (`[UNK]` is not among them).
+    pub fn words(&self) -> &crate::word::WordList {
+        self.ids.words()
+    }
 }
 
 /// Any model the tools read.

@@ -64,18 +64,40 @@ pub fn load(spec: &str, tiktoken_split: Option<SplitSpec>) -> Result<Model> {
     let path = Path::new(spec);
     let source = Source::file(path);
     let data = input::read_source(&source, false)?;
-    let sha256 = sha256_hex(&data);
-    let model_source = ModelSource::File {
+    let model_source = |sha256| ModelSource::File {
         name: spec.to_string(),
         sha256,
     };
     if spec.ends_with(".tiktoken") {
-        let model = crate::tiktoken::load_rank_file(&data, model_source, tiktoken_split, vec![])
-            .map_err(|e| e.in_file(spec))?;
+        let model = crate::tiktoken::load_rank_file(
+            &data,
+            model_source(sha256_hex(&data)),
+            tiktoken_split,
+            vec![],
+        )
+        .map_err(|e| e.in_file(spec))?;
         return Ok(Model::Bpe(model));
     }
-    parse(&data, model_source, spec)
+    if data.len() < PARALLEL_HASH_MIN_BYTES {
+        return parse(&data, model_source(sha256_hex(&data)), spec);
+    }
+    // The hash of a large model file (~40 ms for 26 MB) runs beside its parsing.
+    let (sha256, parsed) = std::thread::scope(|s| {
+        let hash = s.spawn(|| sha256_hex(&data));
+        let parsed = parse(&data, model_source(String::new()), spec);
+        (hash.join().unwrap_or_else(|_| sha256_hex(&data)), parsed)
+    });
+    let mut model = parsed?;
+    let source = match &mut model {
+        Model::Bpe(m) => &mut m.source,
+        Model::Word(m) => &mut m.source,
+    };
+    *source = model_source(sha256);
+    Ok(model)
 }
+
+/// Model files from this size on are hashed on a thread of their own while being parsed.
+const PARALLEL_HASH_MIN_BYTES: usize = 1 << 20;
 
 fn header_error(file: &str, message: impl Into<String>) -> Error {
     Error::data(message).at_line(file, 1)

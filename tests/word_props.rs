@@ -56,7 +56,7 @@ fn parse_file(file: &[u8]) -> toksuite::Result<WordModel> {
 }
 
 fn model_words(model: &WordModel) -> Vec<Vec<u8>> {
-    (0..model.words.len() as u32)
+    (0..model.words().len() as u32)
         .map(|id| word::word_bytes(model, id).unwrap().into_owned())
         .collect()
 }
@@ -68,13 +68,13 @@ fn model_words(model: &WordModel) -> Vec<Vec<u8>> {
 fn seed_vocabulary_ids_and_unknown_words() {
     let model = word::train(b"Life is short eat dessert first", None, 1).unwrap();
     assert_eq!(
-        model.words,
+        model.words().keys(),
         ["Life", "dessert", "eat", "first", "is", "short"]
     );
     assert_eq!(model.unk_id, 6);
     assert_eq!(model.unk_text, "[UNK]");
-    for (id, w) in model.words.iter().enumerate() {
-        assert_eq!(model.ids.get(w.as_bytes()), Some(id as u32));
+    for (id, w) in model.words().iter().enumerate() {
+        assert_eq!(model.ids.get(w), Some(id as u32));
     }
     let mut ids = Vec::new();
     assert_eq!(
@@ -204,20 +204,20 @@ fn top_n_keeps_the_most_frequent_words_ties_to_the_first_seen() {
     // c:3, then a tie at 2 between b (seen first), d and a; e once.
     let text = b"c b d c a b d e a c";
     let model = word::train(text, Some(3), 1).unwrap();
-    assert_eq!(model.words, ["b", "c"]);
+    assert_eq!(model.words().keys(), ["b", "c"]);
     assert_eq!(model.counts, [2, 3]);
     assert_eq!(model.unk_id, 2);
     let model = word::train(text, Some(4), 1).unwrap();
-    assert_eq!(model.words, ["b", "c", "d"]);
+    assert_eq!(model.words().keys(), ["b", "c", "d"]);
     let model = word::train(text, Some(1), 1).unwrap();
-    assert!(model.words.is_empty());
+    assert!(model.words().is_empty());
     assert_eq!(model.unk_id, 0);
     let mut ids = Vec::new();
     assert_eq!(word::encode(&model, b"x y", &mut ids), 2);
     assert_eq!(ids, [0, 0]);
     // More room than words: every word, sorted.
     let model = word::train(text, Some(100), 1).unwrap();
-    assert_eq!(model.words, ["a", "b", "c", "d", "e"]);
+    assert_eq!(model.words().keys(), ["a", "b", "c", "d", "e"]);
     assert_eq!(model.counts, [2, 2, 3, 2, 1]);
     let err = word::train(text, Some(0), 1).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Usage);
@@ -276,7 +276,7 @@ fn model_files_round_trip_including_invalid_utf8_words() {
     );
     assert!(file_text.contains(r#""word":"\"q\\""#), "{file_text}");
     let back = round_trip(&model);
-    assert_eq!(back.words, model.words);
+    assert_eq!(back.words(), model.words());
     assert_eq!(back.counts, model.counts);
     assert_eq!(back.unk_id, model.unk_id);
     assert_eq!(back.source, source());
@@ -294,7 +294,7 @@ fn model_files_round_trip_including_invalid_utf8_words() {
         let prefix = lines[..k].concat();
         let m = parse_file(&prefix).unwrap();
         assert_eq!(m.unk_id as usize, k - 1);
-        assert_eq!(m.words[..], model.words[..k - 1]);
+        assert_eq!(m.words().keys()[..], model.words().keys()[..k - 1]);
     }
 }
 
@@ -584,21 +584,21 @@ fn large_input_on_two_threads_matches_one_thread() {
     for vocab in [None, Some(5), Some(50)] {
         let one = word::train(&text, vocab, 1).unwrap();
         let two = word::train(&text, vocab, 2).unwrap();
-        assert_eq!(one.words, two.words);
+        assert_eq!(one.words(), two.words());
         assert_eq!(one.counts, two.counts);
         let mut streamed = WordCounter::new(2);
         for block in text.chunks((1 << 20) + 7) {
             streamed.feed(block);
         }
         let streamed = streamed.finish(vocab).unwrap();
-        assert_eq!(one.words, streamed.words);
+        assert_eq!(one.words(), streamed.words());
         assert_eq!(one.counts, streamed.counts);
     }
     // And the counts agree with a plain hash-map count.
     let mut plain: HashMap<Vec<u8>, u64> = HashMap::new();
     word::split_words(&text, &mut |w| *plain.entry(w.to_vec()).or_default() += 1);
     let model = word::train(&text, None, 2).unwrap();
-    assert_eq!(model.words.len(), plain.len());
+    assert_eq!(model.words().len(), plain.len());
     for (id, w) in model_words(&model).iter().enumerate() {
         assert_eq!(model.counts[id], plain[w]);
     }
@@ -659,7 +659,7 @@ fn words_differing_only_in_trailing_nuls_or_length_stay_apart() {
     let long24 = "b".repeat(24);
     let text = format!("a a\0 a\0\0 {long23} {long24} {long23}\0 a");
     let model = word::train(text.as_bytes(), None, 1).unwrap();
-    assert_eq!(model.words.len(), 6);
+    assert_eq!(model.words().len(), 6);
     assert_eq!(model.counts, [2, 1, 1, 1, 1, 1]);
     let encoder = WordEncoder::new(&model);
     let mut ids = Vec::new();
@@ -731,9 +731,9 @@ fn the_plain_line_fast_path_reads_what_the_json_parser_reads() {
         }
         let fast = parse_file(&file).unwrap();
         let slow = parse_file(&resorted).unwrap();
-        assert_eq!(fast.words, slow.words);
+        assert_eq!(fast.words(), slow.words());
         assert_eq!(fast.counts, slow.counts);
-        assert_eq!(fast.words, model.words);
+        assert_eq!(fast.words(), model.words());
     }
     let header = "{\"kind\":\"word\",\"version\":1}\n";
     for (line, ok) in [
@@ -753,7 +753,212 @@ fn the_plain_line_fast_path_reads_what_the_json_parser_reads() {
         let result = parse_file(format!("{header}{line}\n").as_bytes());
         assert_eq!(result.is_ok(), ok, "{line}: {result:?}");
         if let Ok(model) = result {
-            assert_eq!(model.words, ["a"]);
+            assert_eq!(model.words().keys(), ["a"]);
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Large vocabularies: a small table of frequent words in front of one large table.
+
+/// A random word for the large-table tests: lengths around the table's inline limits
+/// (7, 8, 9, 23, 24, 25 bytes and longer), bytes from a tiny alphabet including NUL and
+/// invalid UTF-8, so many words share long prefixes.
+fn random_table_word(rng: &mut Rng) -> Vec<u8> {
+    const LENGTHS: [usize; 12] = [1, 2, 4, 7, 8, 9, 15, 16, 23, 24, 25, 40];
+    let len = if rng.below(2) == 0 {
+        LENGTHS[rng.below(LENGTHS.len())]
+    } else {
+        1 + rng.below(30)
+    };
+    const ALPHABET: &[u8] = b"ab\0\xff";
+    // A third start with one of two long prefixes (a slot holds 24 bytes), so words that
+    // differ only past a slot's bytes, at equal lengths, meet in the table.
+    const PREFIXES: [&[u8]; 2] = [
+        b"abab\0\0ab\0\0abab\0\0ab\0\0aaaa",
+        b"abab\0\0ab\0\0abab\0\0ab\0\0aaa\xff",
+    ];
+    let mut word = match rng.below(3) {
+        0 => PREFIXES[rng.below(2)].to_vec(),
+        _ => Vec::new(),
+    };
+    word.extend((0..len).map(|_| ALPHABET[rng.below(ALPHABET.len())]));
+    word
+}
+
+/// Distinct random words and counts; `hot` as the small table's size.
+fn random_vocabulary(rng: &mut Rng, n: usize) -> (Vec<Vec<u8>>, Vec<u64>) {
+    let mut seen = std::collections::HashSet::new();
+    let mut words = Vec::new();
+    while words.len() < n {
+        let w = random_table_word(rng);
+        if seen.insert(w.clone()) {
+            words.push(w);
+        }
+    }
+    let counts = (0..n).map(|_| rng.below(4) as u64).collect();
+    (words, counts)
+}
+
+fn word_list(words: &[Vec<u8>]) -> word::WordList {
+    let mut list = word::WordList::default();
+    for w in words {
+        list.push(w);
+    }
+    list
+}
+
+#[test]
+fn large_table_lookups_match_a_plain_map() {
+    let mut rng = Rng(0x5eed_0006);
+    for round in 0..60 {
+        let n = 1 + rng.below(if round < 50 { 300 } else { 5000 });
+        let (words, counts) = random_vocabulary(&mut rng, n);
+        let naive: HashMap<&[u8], u32> = (words.iter().enumerate())
+            .map(|(id, w)| (&w[..], id as u32))
+            .collect();
+        // hot 0: every lookup goes to the large table; then a few in front of it.
+        for hot in [0, 1, n / 3, n.saturating_sub(1)] {
+            let ids = word::WordIds::build(word_list(&words), &counts, hot).unwrap();
+            assert_eq!(ids.len(), n);
+            for (id, w) in words.iter().enumerate() {
+                assert_eq!(ids.get(w), Some(id as u32), "{w:?} hot {hot}");
+            }
+            for _ in 0..200 {
+                let w = random_table_word(&mut rng);
+                assert_eq!(ids.get(&w), naive.get(&w[..]).copied(), "{w:?} hot {hot}");
+            }
+        }
+    }
+}
+
+#[test]
+fn large_table_reports_the_first_repeated_word() {
+    let mut rng = Rng(0x5eed_0007);
+    for _ in 0..200 {
+        let n = 2 + rng.below(400);
+        let (mut words, counts) = random_vocabulary(&mut rng, n);
+        // Repeat one or two earlier words at random later places.
+        for _ in 0..1 + rng.below(2) {
+            let from = rng.below(n - 1);
+            let to = from + 1 + rng.below(n - 1 - from);
+            words[to] = words[from].clone();
+        }
+        let mut first_seen: HashMap<&[u8], u32> = HashMap::new();
+        let expected = (words.iter().enumerate()).find_map(|(id, w)| {
+            let earlier = *first_seen.entry(&w[..]).or_insert(id as u32);
+            (earlier != id as u32).then_some(word::Repeat {
+                id: id as u32,
+                earlier,
+            })
+        });
+        for hot in [0, n / 2, n] {
+            let Err((repeat, back)) = word::WordIds::build(word_list(&words), &counts, hot) else {
+                panic!("a repeated word was accepted (hot {hot})");
+            };
+            assert_eq!(Some(repeat), expected, "hot {hot}");
+            assert_eq!(back, word_list(&words));
+        }
+    }
+}
+
+#[test]
+fn batched_encoding_with_a_large_table_matches_plain_lookups() {
+    let mut rng = Rng(0x5eed_0008);
+    for _ in 0..40 {
+        let n = 1 + rng.below(3000);
+        let (words, counts) = random_vocabulary(&mut rng, n);
+        let hot = rng.below(n);
+        let ids = word::WordIds::build(word_list(&words), &counts, hot).unwrap();
+        let model = WordModel {
+            source: source(),
+            counts: counts.clone(),
+            unk_id: n as u32,
+            ids,
+            unk_text: "[UNK]".to_string(),
+        };
+        let naive: HashMap<&[u8], u32> = (words.iter().enumerate())
+            .map(|(id, w)| (&w[..], id as u32))
+            .collect();
+        // Records of known and unknown words, thousands of them in all (more than one
+        // batch of pending lookups), joined by assorted whitespace.
+        let records: Vec<Vec<u8>> = (0..1 + rng.below(400))
+            .map(|_| {
+                let mut record = Vec::new();
+                for _ in 0..rng.below(12) {
+                    let w = if rng.below(4) == 0 {
+                        random_table_word(&mut rng)
+                    } else {
+                        words[rng.below(n)].clone()
+                    };
+                    // Words with spaces inside would split differently: keep the
+                    // alphabet's words whole (it has no whitespace).
+                    record.extend_from_slice(&w);
+                    record.extend_from_slice([&b" "[..], b"\t", b"\xe3\x80\x80"][rng.below(3)]);
+                }
+                record
+            })
+            .collect();
+        let refs: Vec<&[u8]> = records.iter().map(|r| &r[..]).collect();
+        let (mut got, mut ends) = (Vec::new(), Vec::new());
+        let unknown = WordEncoder::new(&model).encode_records(&refs, &mut got, &mut ends);
+        let (mut expected, mut expected_ends, mut expected_unknown) = (Vec::new(), Vec::new(), 0);
+        for r in &records {
+            for w in naive_split(r) {
+                let id = naive.get(&w[..]).copied().unwrap_or_else(|| {
+                    expected_unknown += 1;
+                    n as u32
+                });
+                expected.push(id);
+            }
+            expected_ends.push(expected.len());
+        }
+        assert_eq!(got, expected);
+        assert_eq!(ends, expected_ends);
+        assert_eq!(unknown, expected_unknown);
+    }
+}
+
+#[test]
+fn a_model_file_larger_than_the_small_table_reads_and_encodes_exactly() {
+    // More words than the small table holds, so the file is read through the large one;
+    // the last word repeats one of them: the error names its line.
+    let n = word::HOT_WORDS + 1000;
+    let mut file = b"{\"kind\":\"word\",\"version\":1}\n".to_vec();
+    let word_of = |k: usize| format!("w{k:06}");
+    for k in 0..n {
+        file.extend_from_slice(
+            format!(
+                "{{\"id\":{k},\"word\":\"{}\",\"count\":{}}}\n",
+                word_of(k),
+                k % 7
+            )
+            .as_bytes(),
+        );
+    }
+    let model = parse_file(&file).unwrap();
+    assert_eq!(model.words().len(), n);
+    let text: Vec<u8> = (0..n)
+        .rev()
+        .step_by(7)
+        .flat_map(|k| format!("{} x ", word_of(k)).into_bytes())
+        .collect();
+    let mut ids = Vec::new();
+    let unknown = WordEncoder::new(&model).encode(&text, &mut ids);
+    let expected: Vec<u32> = (0..n)
+        .rev()
+        .step_by(7)
+        .flat_map(|k| [k as u32, n as u32])
+        .collect();
+    assert_eq!(ids, expected);
+    assert_eq!(unknown as usize, expected.len() / 2);
+    file.extend_from_slice(format!("{{\"id\":{n},\"word\":\"{}\"}}\n", word_of(123)).as_bytes());
+    let err = parse_file(&file).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Data);
+    let message = err.to_string();
+    assert!(
+        message.contains("duplicated word \"w000123\" (also id 123)"),
+        "{message}"
+    );
+    assert!(message.contains(&format!(":{}:", n + 2)), "{message}");
 }
