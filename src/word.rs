@@ -355,29 +355,8 @@ impl<L: std::borrow::Borrow<[u8]> + std::hash::Hash + Eq> WordIndex<L> {
         }
     }
 
-    /// Room for `n` words, of lengths in unknown proportions: half of them in each
-    /// table of short words.
-    fn with_capacity(n: usize) -> Self {
-        WordIndex {
-            tiny: AHashMap::with_capacity(n / 2),
-            short: AHashMap::with_capacity(n / 2),
-            long: AHashMap::new(),
-        }
-    }
-
     fn len(&self) -> usize {
         self.tiny.len() + self.short.len() + self.long.len()
-    }
-
-    #[inline]
-    fn get(&self, word: &[u8]) -> Option<u32> {
-        if let Some(key) = tiny_key(word) {
-            return self.tiny.get(&key).copied();
-        }
-        match Inline::new(word) {
-            Some(key) => self.short.get(&key).copied(),
-            None => self.long.get(word).copied(),
-        }
     }
 
     /// The number of `word`, inserting `fresh` when it is new (then returns `None`).
@@ -434,11 +413,6 @@ impl<L: std::borrow::Borrow<[u8]> + std::hash::Hash + Eq> WordIndex<L> {
         words
     }
 }
-
-/// How many of the most frequent words a large vocabulary keeps in its small table.
-/// 65 536 words keep the small table within L2 (measured: encoding with a 64k-word model
-/// ran at 99-136 MB/s, with one 540k-word table at 35-46 MB/s).
-pub const HOT_WORDS: usize = 1 << 16;
 
 /// The words of a vocabulary in id order, their bytes back to back (one allocation for
 /// all of them: a 540k-word model used to hold 540k `String`s).
@@ -524,58 +498,27 @@ pub struct Repeat {
 /// The words of a [`WordModel`] and the table from a word (its bytes) to its id: built
 /// once when the model is read or trained, and used as is by the encoder.
 ///
-/// A vocabulary of more than [`HOT_WORDS`] words keeps its most frequent words (by the
-/// model's counts) in a small table that stays in cache, and every word in a large table
-/// built in one pass (`wordtable::BigTable`); lookups try the small one first.
+/// The table is `wordtable::BigTable`: one open-addressing array whose slots hold words
+/// of up to 24 bytes in full, looked up in batches by [`WordEncoder`] so that cache
+/// misses overlap. (Measured on the 27 MB benchmark text with its 540k-word model, CPU
+/// seconds for load and encode: a 64k-word hash table of the most frequent words in
+/// front of it 0.40-0.48; a 16k-word one 0.40-0.44; the big table alone 0.37. The front
+/// table's own misses and hashing cost more than the lines of the big table that stay in
+/// cache anyway.)
 #[derive(Clone)]
 pub struct WordIds {
     words: WordList,
-    hot: WordIndex<Box<[u8]>>,
-    all: Option<crate::wordtable::BigTable>,
+    table: crate::wordtable::BigTable,
 }
 
 impl WordIds {
-    /// The table of `words`, with the `hot` most frequent by `counts` (parallel to
-    /// `words`; missing counts are 0) in the small table when there are more than `hot`
-    /// words. A word that repeats an earlier one fails the build with the first such
-    /// repeat (the lowest id whose word has a lower id too), and the words back.
-    pub fn build(
-        words: WordList,
-        counts: &[u64],
-        hot: usize,
-    ) -> std::result::Result<WordIds, (Repeat, WordList)> {
-        let n = words.len();
-        if n <= hot {
-            let mut index = WordIndex::with_capacity(n);
-            let repeat = (0..n as u32).find_map(|id| {
-                let earlier = index.get_or_insert(words.word(id), id)?;
-                Some(Repeat { id, earlier })
-            });
-            if let Some(repeat) = repeat {
-                return Err((repeat, words));
-            }
-            return Ok(WordIds {
-                words,
-                hot: index,
-                all: None,
-            });
+    /// The table of `words`. A word that repeats an earlier one fails the build with the
+    /// first such repeat (the lowest id whose word has a lower id too), and the words back.
+    pub fn build(words: WordList) -> std::result::Result<WordIds, (Repeat, WordList)> {
+        match crate::wordtable::BigTable::build(&words) {
+            Ok(table) => Ok(WordIds { words, table }),
+            Err(repeat) => Err((repeat, words)),
         }
-        let Some(all) = crate::wordtable::BigTable::build(&words) else {
-            // Which repeat comes first is for a plain insert in id order to say.
-            return WordIds::build(words, counts, usize::MAX);
-        };
-        let mut order: Vec<u32> = (0..n as u32).collect();
-        let by_count = |&id: &u32| (std::cmp::Reverse(counts.get(id as usize).copied()), id);
-        order.select_nth_unstable_by_key(hot, by_count);
-        let mut index = WordIndex::with_capacity(hot);
-        for &id in &order[..hot] {
-            index.get_or_insert(words.word(id), id);
-        }
-        Ok(WordIds {
-            words,
-            hot: index,
-            all: Some(all),
-        })
     }
 
     /// The words, by id.
@@ -586,13 +529,7 @@ impl WordIds {
     /// The id of `word`.
     #[inline]
     pub fn get(&self, word: &[u8]) -> Option<u32> {
-        match self.hot.get(word) {
-            Some(id) => Some(id),
-            None => {
-                let all = self.all.as_ref()?;
-                all.find(&all.probe(word), &self.words)
-            }
-        }
+        self.table.find(&self.table.probe(word), &self.words)
     }
 
     /// The number of words.
@@ -850,7 +787,7 @@ impl WordCounter {
             counts.push(count);
         }
         // The counter's table held every word once: no word repeats.
-        let ids = WordIds::build(words, &counts, HOT_WORDS)
+        let ids = WordIds::build(words)
             .map_err(|(r, _)| Error::data(format!("internal: word {} counted twice", r.id)))?;
         Ok(WordModel {
             source: placeholder_source(),
@@ -963,9 +900,8 @@ impl<'m> WordEncoder<'m> {
     /// Appends the ids of the words of each record to `ids`, and after each record the
     /// length of `ids` to `ends`; returns how many words were unknown.
     ///
-    /// Words missing from the small table of frequent words are looked up in the large
-    /// table in batches, a group of them reading their home slots together first, so
-    /// their cache misses overlap instead of following one another.
+    /// Words are looked up in batches, a group of them reading their home slots together
+    /// first, so that their cache misses overlap instead of following one another.
     pub fn encode_records(
         &self,
         records: &[&[u8]],
@@ -973,28 +909,15 @@ impl<'m> WordEncoder<'m> {
         ends: &mut Vec<usize>,
     ) -> u64 {
         let mut unknown = 0;
-        let unk = self.unk_id;
-        let Some(all) = &self.ids.all else {
-            for record in records {
-                split_generic(record, &mut |w: &[u8]| {
-                    ids.push(self.ids.hot.get(w).unwrap_or_else(|| {
-                        unknown += 1;
-                        unk
-                    }));
-                });
-                ends.push(ids.len());
-            }
-            return unknown;
-        };
-        let mut pending: Vec<(usize, crate::wordtable::Probe)> = Vec::with_capacity(PENDING);
+        let (table, words) = (&self.ids.table, &self.ids.words);
         let mut resolve = |pending: &mut Vec<(usize, crate::wordtable::Probe)>,
                            ids: &mut Vec<u32>| {
             for group in pending.chunks(crate::wordtable::GROUP) {
                 let touched =
-                    (group.iter()).fold(0u32, |acc, (_, p)| acc.wrapping_add(all.touch(p)));
+                    (group.iter()).fold(0u32, |acc, (_, p)| acc.wrapping_add(table.touch(p)));
                 std::hint::black_box(touched);
                 for (at, probe) in group {
-                    match all.find(probe, &self.ids.words) {
+                    match table.find(probe, words) {
                         Some(id) => ids[*at] = id,
                         None => unknown += 1,
                     }
@@ -1002,13 +925,11 @@ impl<'m> WordEncoder<'m> {
             }
             pending.clear();
         };
+        let mut pending = Vec::with_capacity(PENDING);
         for record in records {
-            split_generic(record, &mut |w: &[u8]| match self.ids.hot.get(w) {
-                Some(id) => ids.push(id),
-                None => {
-                    pending.push((ids.len(), all.probe(w)));
-                    ids.push(unk);
-                }
+            split_generic(record, &mut |w: &[u8]| {
+                pending.push((ids.len(), table.probe(w)));
+                ids.push(self.unk_id);
             });
             ends.push(ids.len());
             if pending.len() >= PENDING {
@@ -1020,7 +941,7 @@ impl<'m> WordEncoder<'m> {
     }
 }
 
-/// How many words wait for the large table before the encoder looks them up.
+/// How many words wait for the table before the encoder looks them up.
 const PENDING: usize = 512;
 
 impl std::fmt::Debug for WordEncoder<'_> {
@@ -1113,11 +1034,7 @@ pub fn parse_model(
     }
     // Lines are checked one by one, repeated words all at once afterwards; a repeat
     // before the first malformed line is still the first problem reported.
-    let hot = match malformed {
-        Some(_) => usize::MAX,
-        None => HOT_WORDS,
-    };
-    let ids = match WordIds::build(words, &counts, hot) {
+    let ids = match WordIds::build(words) {
         Ok(ids) => ids,
         Err((Repeat { id, earlier }, words)) => {
             let key = key_of(words.word(id));

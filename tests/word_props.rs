@@ -786,7 +786,7 @@ fn random_table_word(rng: &mut Rng) -> Vec<u8> {
     word
 }
 
-/// Distinct random words and counts; `hot` as the small table's size.
+/// Distinct random words and random counts.
 fn random_vocabulary(rng: &mut Rng, n: usize) -> (Vec<Vec<u8>>, Vec<u64>) {
     let mut seen = std::collections::HashSet::new();
     let mut words = Vec::new();
@@ -813,21 +813,18 @@ fn large_table_lookups_match_a_plain_map() {
     let mut rng = Rng(0x5eed_0006);
     for round in 0..60 {
         let n = 1 + rng.below(if round < 50 { 300 } else { 5000 });
-        let (words, counts) = random_vocabulary(&mut rng, n);
+        let (words, _) = random_vocabulary(&mut rng, n);
         let naive: HashMap<&[u8], u32> = (words.iter().enumerate())
             .map(|(id, w)| (&w[..], id as u32))
             .collect();
-        // hot 0: every lookup goes to the large table; then a few in front of it.
-        for hot in [0, 1, n / 3, n.saturating_sub(1)] {
-            let ids = word::WordIds::build(word_list(&words), &counts, hot).unwrap();
-            assert_eq!(ids.len(), n);
-            for (id, w) in words.iter().enumerate() {
-                assert_eq!(ids.get(w), Some(id as u32), "{w:?} hot {hot}");
-            }
-            for _ in 0..200 {
-                let w = random_table_word(&mut rng);
-                assert_eq!(ids.get(&w), naive.get(&w[..]).copied(), "{w:?} hot {hot}");
-            }
+        let ids = word::WordIds::build(word_list(&words)).unwrap();
+        assert_eq!(ids.len(), n);
+        for (id, w) in words.iter().enumerate() {
+            assert_eq!(ids.get(w), Some(id as u32), "{w:?}");
+        }
+        for _ in 0..200 {
+            let w = random_table_word(&mut rng);
+            assert_eq!(ids.get(&w), naive.get(&w[..]).copied(), "{w:?}");
         }
     }
 }
@@ -837,7 +834,7 @@ fn large_table_reports_the_first_repeated_word() {
     let mut rng = Rng(0x5eed_0007);
     for _ in 0..200 {
         let n = 2 + rng.below(400);
-        let (mut words, counts) = random_vocabulary(&mut rng, n);
+        let (mut words, _) = random_vocabulary(&mut rng, n);
         // Repeat one or two earlier words at random later places.
         for _ in 0..1 + rng.below(2) {
             let from = rng.below(n - 1);
@@ -852,13 +849,11 @@ fn large_table_reports_the_first_repeated_word() {
                 earlier,
             })
         });
-        for hot in [0, n / 2, n] {
-            let Err((repeat, back)) = word::WordIds::build(word_list(&words), &counts, hot) else {
-                panic!("a repeated word was accepted (hot {hot})");
-            };
-            assert_eq!(Some(repeat), expected, "hot {hot}");
-            assert_eq!(back, word_list(&words));
-        }
+        let Err((repeat, back)) = word::WordIds::build(word_list(&words)) else {
+            panic!("a repeated word was accepted");
+        };
+        assert_eq!(Some(repeat), expected);
+        assert_eq!(back, word_list(&words));
     }
 }
 
@@ -868,8 +863,7 @@ fn batched_encoding_with_a_large_table_matches_plain_lookups() {
     for _ in 0..40 {
         let n = 1 + rng.below(3000);
         let (words, counts) = random_vocabulary(&mut rng, n);
-        let hot = rng.below(n);
-        let ids = word::WordIds::build(word_list(&words), &counts, hot).unwrap();
+        let ids = word::WordIds::build(word_list(&words)).unwrap();
         let model = WordModel {
             source: source(),
             counts: counts.clone(),
@@ -920,10 +914,10 @@ fn batched_encoding_with_a_large_table_matches_plain_lookups() {
 }
 
 #[test]
-fn a_model_file_larger_than_the_small_table_reads_and_encodes_exactly() {
-    // More words than the small table holds, so the file is read through the large one;
-    // the last word repeats one of them: the error names its line.
-    let n = word::HOT_WORDS + 1000;
+fn a_large_model_file_reads_and_encodes_exactly() {
+    // Enough words for the table to live in a memory map (4 MiB and more); then a last
+    // word repeats one of them: the error names its line.
+    let n = 70_000;
     let mut file = b"{\"kind\":\"word\",\"version\":1}\n".to_vec();
     let word_of = |k: usize| format!("w{k:06}");
     for k in 0..n {
