@@ -126,13 +126,14 @@ pub fn parse(bytes: &[u8], source: ModelSource, file: &str) -> Result<Model> {
         }
         None => return Err(header_error(file, "model header has no \"version\"")),
     }
+    let body = &bytes[first.len() + 1.min(bytes.len() - first.len())..];
     let mut numbered = lines.enumerate().map(|(k, line)| (k as u64 + 2, line));
     match header.get("kind").and_then(Value::as_str) {
         Some("bpe") => parse_bpe(&header, &mut numbered, source, file).map(Model::Bpe),
         Some("word") => {
-            // Room for every line up front: growing the word table rehashes it.
-            let lines = memchr::memchr_iter(b'\n', bytes).count() + 1;
-            crate::word::parse_model(&header, &mut numbered, lines, source, file).map(Model::Word)
+            let parallel_min = crate::word::PARALLEL_MODEL_BYTES;
+            crate::word::parse_model_text(&header, body, parallel_min, source, file)
+                .map(Model::Word)
         }
         Some(other) => Err(header_error(
             file,

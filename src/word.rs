@@ -90,23 +90,28 @@
 //!   occurrence); shards are merged in order into one owned table, which keeps the
 //!   first-appearance order exactly (a word first seen in shard k gets its order from
 //!   shard k's own first-appearance list, after all words of shards < k).
-//! - Hash tables key words of up to 23 bytes by a fixed 24-byte inline copy
-//!   (`Inline`), so a probe compares in place instead of following a pointer to the
-//!   word; lookups in tables of a few hundred thousand words are bound by cache misses
-//!   (measured on the project's 2-vCPU KVM machine: a dependent load over a 4 MiB set cost
-//!   ~500 ns under load, 20 ns within 1 MiB). [`WordEncoder`] uses the same table for
-//!   encoding and skips the per-word UTF-8 check that the model's `String` map needs.
+//! - The counting tables key words of up to 7 bytes by one u64 and of up to 23 bytes by
+//!   a fixed 24-byte inline copy (`Inline`), so a probe compares in place instead of
+//!   following a pointer to the word.
+//! - A model's words live in one arena ([`WordList`]) and its lookup table is one
+//!   open-addressing array of 32-byte slots that hold words of up to 24 bytes in full, in
+//!   huge pages (`wordtable`). Lookups in a table of a few hundred thousand words are
+//!   bound by cache and TLB misses, so [`WordEncoder`] looks words up in groups that read
+//!   their home slots together, overlapping the misses; the table is built the same way.
 //! - Model lines in the exact form [`write_model`] writes are read by a small hand
 //!   parser; anything else (other key order, escapes, spacing) goes through serde_json,
-//!   and a test checks both read the same.
+//!   and a test checks both read the same. Large model files are read in two halves on
+//!   two threads ([`parse_model_text`]), their SHA-256 on a third.
+//! - Loading the 540k-word model of the 27 MB benchmark text (26 MB): 0.29 s CPU before
+//!   this design (one String per word, hashbrown inserts in id order), ~0.15 s after;
+//!   encoding the text with it, load included: 0.78 s CPU before, ~0.4 s after (both
+//!   figures measured while other builds ran on the machine: compare them to each other,
+//!   not to BENCHMARKS.md).
 //! - Inputs below [`PARALLEL_MIN_BYTES`] are counted on one thread: thread start-up and
 //!   the merge cost more than they save there.
-//! - Figures (27 MB of Debian documentation, 3.18 M words, 250 616 distinct; release
-//!   build; CPU seconds, as the machine ran at load 10-14 on 2 vCPUs): split 0.05 s;
-//!   train 0.65-0.81 s (wall 1.4-2.0 s under that load); encode with every word in the
-//!   vocabulary 0.46-0.52 s (52-59 MB/s per CPU), with the 50 000 most frequent 0.18 s
-//!   through [`WordEncoder`] (147 MB/s); decode 0.13 s. The gap between the two encode
-//!   figures is the ~250 k lookups of rare words that hit a cold bucket.
+//! - Earlier figures (27 MB of Debian documentation, 3.18 M words; release build; CPU
+//!   seconds, as the machine ran at load 10-14 on 2 vCPUs): split 0.05 s; train
+//!   0.65-0.81 s. Current figures: BENCHMARKS.md.
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -444,6 +449,14 @@ impl WordList {
     pub fn push(&mut self, word: &[u8]) {
         self.text.extend_from_slice(word);
         self.starts.push(self.text.len());
+    }
+
+    /// Appends the words of `other` (they get the next ids).
+    pub fn append(&mut self, other: &WordList) {
+        let shift = self.text.len();
+        self.text.extend_from_slice(&other.text);
+        self.starts
+            .extend(other.starts[1..].iter().map(|&start| start + shift));
     }
 
     /// The number of words.
@@ -994,6 +1007,99 @@ pub fn write_model(w: &mut dyn Write, model: &WordModel) -> std::io::Result<()> 
     Ok(())
 }
 
+/// Model files from this size on are read on two threads (see [`parse_model_text`]).
+pub const PARALLEL_MODEL_BYTES: usize = 1 << 20;
+
+/// Reads a word model from the text of its file after the header line: `header` is line
+/// 1 (already parsed, its `kind` being `"word"`), `body` the rest. Errors carry `file` and
+/// the line number, exactly as [`parse_model`] reports them.
+///
+/// A body of `parallel_min` bytes or more ([`PARALLEL_MODEL_BYTES`] for the tools) is cut
+/// at a line break near its middle and the halves are read on two threads; the second
+/// half takes its first id from its first line, which must then follow the first half's
+/// last. Anything unexpected (a malformed line, a repeated word, ids that do not join)
+/// sends the whole body through [`parse_model`], which finds and names the first problem.
+pub fn parse_model_text(
+    header: &Map<String, Value>,
+    body: &[u8],
+    parallel_min: usize,
+    source: ModelSource,
+    file: &str,
+) -> Result<WordModel> {
+    let sequential = |source| {
+        let mut numbered = (crate::input::Lines::new(body).zip(2u64..)).map(|(line, n)| (n, line));
+        let lines = memchr::memchr_iter(b'\n', body).count() + 1;
+        parse_model(header, &mut numbered, lines, source, file)
+    };
+    let cut = match memchr::memchr(b'\n', &body[body.len() / 2..]) {
+        Some(k) if body.len() >= parallel_min => body.len() / 2 + k + 1,
+        _ => return sequential(source),
+    };
+    let unk_text = parse_header(header).map_err(|e| e.at_line(file, 1))?;
+    let (first, second) = std::thread::scope(|scope| {
+        let second = scope.spawn(|| read_piece(&body[cut..], None));
+        let first = read_piece(&body[..cut], Some(0));
+        (first, second.join().ok().flatten())
+    });
+    let (Some(mut first), Some(second)) = (first, second) else {
+        return sequential(source);
+    };
+    if !second.words.is_empty() && second.first_id != Some(first.words.len() as u64) {
+        return sequential(source);
+    }
+    first.words.append(&second.words);
+    first.counts.extend_from_slice(&second.counts);
+    if first.words.len() >= u32::MAX as usize {
+        return sequential(source);
+    }
+    match WordIds::build(first.words) {
+        Ok(ids) => Ok(WordModel {
+            source,
+            unk_id: ids.len() as u32,
+            counts: first.counts,
+            ids,
+            unk_text,
+        }),
+        Err(_) => sequential(source),
+    }
+}
+
+/// The words of a run of model lines, read by [`parse_model_text`].
+struct Piece {
+    words: WordList,
+    counts: Vec<u64>,
+    /// The id of the first word.
+    first_id: Option<u64>,
+}
+
+/// Reads the word lines of `text`, the first one having id `first_id` (taken from that
+/// line when `None`); `None` when any line is malformed or out of order.
+fn read_piece(text: &[u8], mut first_id: Option<u64>) -> Option<Piece> {
+    let lines = memchr::memchr_iter(b'\n', text).count() + 1;
+    let mut words = WordList::with_capacity(lines, text.len() / 4);
+    let mut counts = Vec::with_capacity(lines);
+    for line in crate::input::Lines::new(text) {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let base = match first_id {
+            Some(id) => id,
+            None => *first_id.insert(match parse_plain_line(line) {
+                Some((id, _, _)) => id,
+                None => parse_json_line(line).ok()?.0?,
+            }),
+        };
+        let (word, count) = parse_word_line(line, base + words.len() as u64).ok()?;
+        words.push(&word);
+        counts.push(count);
+    }
+    Some(Piece {
+        words,
+        counts,
+        first_id,
+    })
+}
+
 /// Reads a word model: `header` is line 1 (already parsed, its `kind` being `"word"`),
 /// `lines` the further lines with their 1-based line numbers, about `size_hint` of them
 /// (room is made for that many words). Errors carry `file` and the line number.
@@ -1106,35 +1212,55 @@ fn parse_header(header: &Map<String, Value>) -> Result<String> {
     Ok(unk)
 }
 
-/// Reads `"{digits}` at the start of `text` as a JSON non-negative integer (no leading
-/// zeros), returning it and the rest.
+/// Reads the digits at the start of `text` as a JSON non-negative integer (no leading
+/// zeros, fits u64), returning it and the rest.
 fn json_u64(text: &[u8]) -> Option<(u64, &[u8])> {
-    let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
+    let mut value: u64 = 0;
+    let mut digits = 0;
+    for &b in text {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            break;
+        }
+        value = value.checked_mul(10)?.checked_add(digit as u64)?;
+        digits += 1;
+    }
     if digits == 0 || (digits > 1 && text[0] == b'0') {
         return None;
     }
-    let value = std::str::from_utf8(&text[..digits]).ok()?.parse().ok()?;
     Some((value, &text[digits..]))
 }
 
 /// The fields of a word line in exactly the form [`write_model`] writes it, with a word
 /// that needs no JSON escapes: `{"id":N,"word":"W","count":C}` (count optional). Anything
 /// else returns `None` and goes through the full JSON parser.
+///
+/// The word is found from both ends of the line (it holds no `"`, so the end is
+/// unambiguous) and then checked in one pass without early exits, which the compiler
+/// vectorizes; a 540k-word model's lines are read ~2x faster than scanning for the
+/// closing quote byte by byte.
 fn parse_plain_line(line: &[u8]) -> Option<(u64, &[u8], u64)> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let (id, rest) = json_u64(line.strip_prefix(b"{\"id\":")?)?;
-    let rest = rest.strip_prefix(b",\"word\":\"")?;
-    let end = rest
-        .iter()
-        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-    let (word, rest) = rest.split_at(end);
-    std::str::from_utf8(word).ok()?;
-    let rest = rest.strip_prefix(b"\"")?;
-    if rest == b"}" {
-        return Some((id, word, 0));
+    let body = rest.strip_prefix(b",\"word\":\"")?.strip_suffix(b"}")?;
+    let (word, count) = match body.strip_suffix(b"\"") {
+        Some(word) => (word, 0),
+        None => {
+            let digits = body.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+            let (head, tail) = body.split_at(body.len() - digits);
+            let (count, after) = json_u64(tail)?;
+            if !after.is_empty() {
+                return None;
+            }
+            (head.strip_suffix(b"\",\"count\":")?, count)
+        }
+    };
+    let plain = (word.iter()).fold(true, |ok, &b| ok & (b != b'"') & (b != b'\\') & (b >= 0x20));
+    if !plain {
+        return None;
     }
-    let (count, rest) = json_u64(rest.strip_prefix(b",\"count\":")?)?;
-    (rest == b"}").then_some((id, word, count))
+    std::str::from_utf8(word).ok()?;
+    Some((id, word, count))
 }
 
 fn parse_word_line(line: &[u8], expected: u64) -> Result<(Cow<'_, [u8]>, u64)> {
@@ -1223,7 +1349,7 @@ fn check_word_line(
     }
     // A word without whitespace splits into exactly itself; printable ASCII other than
     // the space (most words) holds none.
-    let printable = word.iter().all(|&b| b.wrapping_sub(0x21) < 0x5e);
+    let printable = (word.iter()).fold(true, |ok, &b| ok & (b.wrapping_sub(0x21) < 0x5e));
     let mut whole = printable;
     if !printable {
         split_generic(&word, &mut |piece| whole = piece.len() == word.len());

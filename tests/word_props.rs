@@ -956,3 +956,114 @@ fn a_large_model_file_reads_and_encodes_exactly() {
     );
     assert!(message.contains(&format!(":{}:", n + 2)), "{message}");
 }
+
+#[test]
+fn model_text_read_in_two_halves_matches_the_sequential_reader() {
+    let mut rng = Rng(0x5eed_0009);
+    for round in 0..400 {
+        let n = 1 + rng.below(60);
+        let (words, counts) = random_vocabulary(&mut rng, n);
+        let mut sorted: Vec<(Vec<u8>, u64)> = words.into_iter().zip(counts).collect();
+        sorted.sort();
+        let mut lines: Vec<Vec<u8>> = Vec::new();
+        for (id, (w, count)) in sorted.iter().enumerate() {
+            let line = match std::str::from_utf8(w) {
+                // Some lines in other key orders or spacing, for the JSON reader.
+                Ok(text) if rng.below(5) == 0 => {
+                    serde_json::json!({"word": text, "id": id, "count": count}).to_string()
+                }
+                Ok(text) => format!(
+                    "{{\"id\":{id},\"word\":{},\"count\":{count}}}",
+                    serde_json::to_string(text).unwrap()
+                ),
+                Err(_) => format!(
+                    "{{\"id\":{id},\"hex\":\"{}\"}}",
+                    w.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                ),
+            };
+            lines.push(line.into_bytes());
+        }
+        // Breakage in half the rounds: a repeated word, a skipped or repeated id, a
+        // malformed line, blank lines, CRLF line ends.
+        if round % 2 == 1 && lines.len() > 1 {
+            let at = rng.below(lines.len());
+            match rng.below(5) {
+                0 => {
+                    let from = rng.below(lines.len());
+                    let (w, _) = &sorted[from];
+                    lines[at] = format!(
+                        "{{\"id\":{at},\"hex\":\"{}\"}}",
+                        w.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                    )
+                    .into_bytes();
+                }
+                1 => {
+                    lines.remove(at);
+                }
+                2 => lines[at] = b"{\"id\":".to_vec(),
+                3 => lines.insert(at, b"   ".to_vec()),
+                _ => {
+                    for line in &mut lines {
+                        line.push(b'\r');
+                    }
+                }
+            }
+        }
+        let mut body = lines.join(&b'\n');
+        if rng.below(2) == 0 {
+            body.push(b'\n');
+        }
+        if round % 4 == 2 {
+            // Ids that skip one exactly where the reader cuts the text (the first line
+            // starting after its middle): each half is in order by itself. Only ids of
+            // the same width are changed, so the cut stays where it was.
+            let cut = body.len() / 2
+                + body[body.len() / 2..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .unwrap_or(0)
+                + 1;
+            let renumbered: Vec<u8> = String::from_utf8_lossy(&body[cut.min(body.len())..])
+                .lines()
+                .map(|line| {
+                    let Some(at) = line.find("\"id\":").map(|k| k + 5) else {
+                        return line.to_string();
+                    };
+                    let digits = line[at..].bytes().take_while(u8::is_ascii_digit).count();
+                    match line[at..at + digits].parse::<u64>() {
+                        Ok(id) if (id + 1).to_string().len() == digits => {
+                            format!("{}{}{}", &line[..at], id + 1, &line[at + digits..])
+                        }
+                        _ => line.to_string(),
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+                .into_bytes();
+            if !body[cut.min(body.len())..].contains(&0xff)
+                && renumbered.len() + cut == body.len() - usize::from(body.ends_with(b"\n"))
+            {
+                body.truncate(cut);
+                body.extend_from_slice(&renumbered);
+            }
+        }
+        let header: Map<String, Value> =
+            serde_json::from_str(r#"{"kind":"word","version":1}"#).unwrap();
+        let mut numbered = body.split(|&b| b == b'\n').zip(2u64..).map(|(l, n)| (n, l));
+        let sequential = word::parse_model(&header, &mut numbered, 0, source(), "m.json");
+        let halves = word::parse_model_text(&header, &body, 0, source(), "m.json");
+        match (sequential, halves) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a.words(), b.words());
+                assert_eq!(a.counts, b.counts);
+                assert_eq!(a.unk_id, b.unk_id);
+            }
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+            (a, b) => panic!(
+                "round {round}: sequential {:?} vs halves {:?}",
+                a.map(|m| m.unk_id),
+                b.map(|m| m.unk_id)
+            ),
+        }
+    }
+}
