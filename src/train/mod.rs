@@ -58,9 +58,11 @@
 
 mod engine;
 mod slots;
+mod small;
 
 use engine::{Engine, PerPos, Unit, SEP};
 use slots::Slots;
+use small::{Small, SMALL_MAX};
 
 /// One learned merge: the pair, the new id (256 + index), and the pair's count when learned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,15 +87,54 @@ pub const MAX_TRAIN_LEN: usize = (1 << 31) - 1024;
 /// # Panics
 /// If `text` is longer than [`MAX_TRAIN_LEN`].
 pub fn train_bytes(text: &[u8], vocab_size: usize, on_merge: &mut dyn FnMut(&Merge)) -> Vec<Merge> {
+    train_bytes_with(EngineChoice::Auto, text, vocab_size, on_merge)
+}
+
+/// Which merge engine trains: by input length (`Auto`), or forced, so that tests hold
+/// both engines to the naive trainer on the same small inputs. Not a stable interface.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// `Small` below 2^20 positions (`small::SMALL_MAX`), `Large` from there.
+    Auto,
+    /// One arena for all occurrence lists, plain heap memory, one thread.
+    Small,
+    /// Huge-page slots, compacted per-pair lists, two-thread initial count.
+    Large,
+}
+
+impl EngineChoice {
+    fn small(self, len: usize) -> bool {
+        match self {
+            EngineChoice::Auto => len < SMALL_MAX,
+            EngineChoice::Small => true,
+            EngineChoice::Large => false,
+        }
+    }
+}
+
+/// [`train_bytes`] on the engine `choice` names.
+#[doc(hidden)]
+pub fn train_bytes_with(
+    choice: EngineChoice,
+    text: &[u8],
+    vocab_size: usize,
+    on_merge: &mut dyn FnMut(&Merge),
+) -> Vec<Merge> {
     assert!(
         text.len() <= MAX_TRAIN_LEN,
         "training input longer than {MAX_TRAIN_LEN} bytes"
     );
+    let num_merges = vocab_size.saturating_sub(256);
+    if choice.small(text.len()) {
+        let toks = text.iter().map(|&b| u32::from(b));
+        return Small::new(toks, Unit).run(num_merges, on_merge);
+    }
     let mut slots = Slots::new(text.len());
     for (p, &b) in text.iter().enumerate() {
         slots.set_tok(p as u32, u32::from(b));
     }
-    Engine::new(slots, text.len() as u32, Unit).run(vocab_size.saturating_sub(256), on_merge)
+    Engine::new(slots, text.len() as u32, Unit).run(num_merges, on_merge)
 }
 
 /// Chunked training (regex split modes): distinct chunks in FIRST-APPEARANCE order with
@@ -106,6 +147,17 @@ pub fn train_bytes(text: &[u8], vocab_size: usize, on_merge: &mut dyn FnMut(&Mer
 /// If the chunks of weight > 0 and length >= 2, plus one byte each, exceed
 /// [`MAX_TRAIN_LEN`].
 pub fn train_chunks<'a>(
+    chunks: impl IntoIterator<Item = (&'a [u8], u64)>,
+    vocab_size: usize,
+    on_merge: &mut dyn FnMut(&Merge),
+) -> Vec<Merge> {
+    train_chunks_with(EngineChoice::Auto, chunks, vocab_size, on_merge)
+}
+
+/// [`train_chunks`] on the engine `choice` names.
+#[doc(hidden)]
+pub fn train_chunks_with<'a>(
+    choice: EngineChoice,
     chunks: impl IntoIterator<Item = (&'a [u8], u64)>,
     vocab_size: usize,
     on_merge: &mut dyn FnMut(&Merge),
@@ -125,8 +177,22 @@ pub fn train_chunks<'a>(
         len <= MAX_TRAIN_LEN,
         "training chunks longer than {MAX_TRAIN_LEN} bytes in all"
     );
-    let mut slots = Slots::new(len);
+    let num_merges = vocab_size.saturating_sub(256);
     let mut weights: Vec<u64> = Vec::with_capacity(len);
+    if choice.small(len) {
+        let mut toks: Vec<u32> = Vec::with_capacity(len);
+        for (i, &(chunk, w)) in kept.iter().enumerate() {
+            if i > 0 {
+                toks.push(SEP);
+                weights.push(0);
+            }
+            toks.extend(chunk.iter().map(|&b| u32::from(b)));
+            weights.extend(std::iter::repeat_n(w, chunk.len()));
+        }
+        drop(kept);
+        return Small::new(toks.into_iter(), PerPos(weights)).run(num_merges, on_merge);
+    }
+    let mut slots = Slots::new(len);
     for (i, &(chunk, w)) in kept.iter().enumerate() {
         if i > 0 {
             slots.set_tok(weights.len() as u32, SEP);
@@ -139,5 +205,5 @@ pub fn train_chunks<'a>(
     }
     drop(kept);
     let n = len as u32;
-    Engine::new(slots, n, PerPos(weights)).run(vocab_size.saturating_sub(256), on_merge)
+    Engine::new(slots, n, PerPos(weights)).run(num_merges, on_merge)
 }

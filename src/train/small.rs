@@ -1,0 +1,517 @@
+//! The merge engine for small inputs: `engine`'s algorithm (same records, same lazy heap,
+//! same gap-encoded deletions, so the same merges) laid out for a short run, where page
+//! faults and allocations, not random access, are what a run costs.
+//!
+//! # What differs from `engine`, and why
+//! - All occurrence lists live in ONE arena, each a range: a list is written once (the
+//!   initial count, or the pass that creates its pair) and afterwards only loses entries, so
+//!   it never needs to grow. That replaces a `Vec` per pair (a malloc and a free each, tens
+//!   of thousands per run) and the per-pass `Vec<Vec<_>>` of new lists. Lists are never
+//!   compacted: a dead entry is skipped at most twice (by `first_live`, then by the merge
+//!   of its pair), and the arena is bounded (below).
+//! - A new pair's count lives in its record from the start; a record whose count falls
+//!   below 2 is released at once (its pair is never re-created, so a stale position link
+//!   to a reused record never matches its pair).
+//! - Slots are a plain `Vec` (no memory map, no huge pages: a map's system calls cost more
+//!   than the page-table walks they would save at this size), counting uses one thread.
+//!
+//! # Arena bound
+//! The initial lists hold at most `n - 1` entries. A pass adds at most two entries per
+//! merged occurrence, and each merged occurrence deletes a position, so all passes add at
+//! most `2 (n - 1)`: the arena never exceeds `3 n` entries. Its capacity is reserved once;
+//! pages never written cost nothing.
+//!
+//! # Performance notes
+//! taylorswift.txt (185,768 bytes) to vocab 512, in process (`train_bytes` called 200
+//! times, minimum): `engine` 5.35 ms (0.93 ms of it the set-up).
+
+use super::engine::{Weights, DEL, NONE, SEP};
+use super::Merge;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Inputs with fewer positions than this train here; longer ones in `engine`.
+pub(super) const SMALL_MAX: usize = 1 << 20;
+/// How many list entries ahead the merge loop touches the token array.
+const PREFETCH: usize = 16;
+/// Per-pass cache slot not filled yet.
+const UNSET: u32 = u32::MAX - 1;
+
+/// A tracked pair (weighted count >= 2), its list `arena[head..end]`. Free: `a == NONE`.
+/// While its creating pass runs, `end` counts the entries it will get.
+struct Rec {
+    a: u32,
+    b: u32,
+    count: u64,
+    head: u32,
+    end: u32,
+}
+
+pub(super) struct Small<W: Weights> {
+    /// Per position: (token, record of the pair starting there when last set).
+    slots: Vec<[u32; 2]>,
+    n: u32,
+    weights: W,
+    recs: Vec<Rec>,
+    free: Vec<u32>,
+    arena: Vec<u32>,
+    heap: BinaryHeap<(u64, Reverse<u32>, u32)>,
+    next_id: u32,
+    /// Leftmost position that may start a pair, for the all-counts-are-1 phase.
+    cursor: u32,
+    // Per-pass scratch: new pairs (x, c) by x and (c, y) by y, reset via `touched_*`.
+    left_new: Vec<u32>,
+    right_new: Vec<u32>,
+    touched_left: Vec<u32>,
+    touched_right: Vec<u32>,
+    /// Records of the pairs the current pass created, in creation order.
+    created: Vec<u32>,
+    /// The current pass's new occurrences: (record, position), in position order.
+    buf: Vec<(u32, u32)>,
+}
+
+impl<W: Weights> Small<W> {
+    /// An engine over `toks` (bytes and [`SEP`]), fewer than [`SMALL_MAX`] of them.
+    pub(super) fn new(toks: impl Iterator<Item = u32>, weights: W) -> Small<W> {
+        let slots: Vec<[u32; 2]> = toks.map(|t| [t, NONE]).collect();
+        let n = slots.len();
+        let mut e = Small {
+            slots,
+            n: n as u32,
+            weights,
+            recs: Vec::new(),
+            free: Vec::new(),
+            arena: Vec::new(),
+            heap: BinaryHeap::new(),
+            next_id: 256,
+            cursor: 0,
+            left_new: vec![UNSET; 256],
+            right_new: vec![UNSET; 256],
+            touched_left: Vec::new(),
+            touched_right: Vec::new(),
+            created: Vec::new(),
+            buf: Vec::new(),
+        };
+        e.initial_count();
+        e
+    }
+
+    #[inline(always)]
+    fn tok(&self, p: u32) -> u32 {
+        self.slots[p as usize][0]
+    }
+
+    #[inline(always)]
+    fn set_tok(&mut self, p: u32, t: u32) {
+        self.slots[p as usize][0] = t;
+    }
+
+    /// The live position after live position `p`, or `n`.
+    #[inline(always)]
+    fn next(&self, p: u32) -> u32 {
+        let q = p + 1;
+        if q >= self.n {
+            return self.n;
+        }
+        let t = self.tok(q);
+        if t & DEL != 0 {
+            t & !DEL
+        } else {
+            q
+        }
+    }
+
+    /// The live position before live position `p`, or `NONE`.
+    #[inline(always)]
+    fn prev(&self, p: u32) -> u32 {
+        if p == 0 {
+            return NONE;
+        }
+        let q = p - 1;
+        let t = self.tok(q);
+        if t & DEL != 0 {
+            let v = t & !DEL;
+            // A run of one deleted slot stores the position after it (== p).
+            if v < q {
+                v
+            } else {
+                q - 1
+            }
+        } else {
+            q
+        }
+    }
+
+    /// Whether `(a, b)` currently occurs at `p` (`p` may be a dead entry).
+    #[inline(always)]
+    fn occurs(&self, p: u32, a: u32, b: u32) -> bool {
+        if self.tok(p) != a {
+            return false;
+        }
+        let q = self.next(p);
+        q < self.n && self.tok(q) == b
+    }
+
+    /// Deletes live slot `r`, the right half of a merge at `p`; `s` is the live slot after
+    /// it. The deleted run becomes `p+1..s`; its two ends record `s` and `p`.
+    #[inline(always)]
+    fn delete(&mut self, p: u32, r: u32, s: u32) {
+        // `r` may end up inside the run, where nothing else would overwrite its token, and
+        // a stale token there would make a dead list entry look live.
+        self.set_tok(r, DEL);
+        let g0 = p + 1;
+        let g1 = s - 1;
+        self.set_tok(g0, DEL | s);
+        if g1 != g0 {
+            self.set_tok(g1, DEL | p);
+        }
+    }
+
+    fn alloc_rec(&mut self, rec: Rec) -> u32 {
+        if let Some(id) = self.free.pop() {
+            self.recs[id as usize] = rec;
+            id
+        } else {
+            self.recs.push(rec);
+            (self.recs.len() - 1) as u32
+        }
+    }
+
+    fn release_rec(&mut self, id: u32) {
+        let r = &mut self.recs[id as usize];
+        r.a = NONE;
+        r.b = NONE;
+        r.count = 0;
+        self.free.push(id);
+    }
+
+    /// Advances the record's head to its first live entry and returns that position.
+    fn first_live(&mut self, id: u32) -> u32 {
+        let r = &self.recs[id as usize];
+        let (a, b, end) = (r.a, r.b, r.end);
+        let mut h = r.head;
+        while h < end && !self.occurs(self.arena[h as usize], a, b) {
+            h += 1;
+        }
+        self.recs[id as usize].head = h;
+        if h < end {
+            self.arena[h as usize]
+        } else {
+            NONE
+        }
+    }
+
+    /// Counts all byte pairs and builds the tracked records, their lists in the arena
+    /// (a counting sort of the positions by pair) and the heap.
+    fn initial_count(&mut self) {
+        let n = self.n as usize;
+        if n < 2 {
+            return;
+        }
+        // Occurrences per byte pair, then (in place) each pair's record or NONE.
+        let mut occ = vec![0u32; 1 << 16];
+        let mut wsum = if W::UNIT {
+            Vec::new()
+        } else {
+            vec![0u64; 1 << 16]
+        };
+        let mut x = self.tok(0);
+        for p in 0..n as u32 - 1 {
+            let y = self.tok(p + 1);
+            if x < 256 && y < 256 {
+                let k = ((x << 8) | y) as usize;
+                occ[k] += 1;
+                if !W::UNIT {
+                    wsum[k] += self.weights.at(p);
+                }
+            }
+            x = y;
+        }
+        let mut total = 0u32;
+        for (k, o) in occ.iter_mut().enumerate() {
+            let count = if W::UNIT { u64::from(*o) } else { wsum[k] };
+            if count >= 2 {
+                let len = *o;
+                *o = self.alloc_rec(Rec {
+                    a: (k >> 8) as u32,
+                    b: (k & 255) as u32,
+                    count,
+                    head: total,
+                    end: total,
+                });
+                total += len;
+            } else {
+                *o = NONE;
+            }
+        }
+        drop(wsum);
+        self.arena.reserve_exact(3 * n);
+        self.arena.resize(total as usize, 0);
+        let mut x = self.tok(0);
+        for p in 0..n as u32 - 1 {
+            let y = self.tok(p + 1);
+            let id = if x < 256 && y < 256 {
+                occ[((x << 8) | y) as usize]
+            } else {
+                NONE
+            };
+            if id != NONE {
+                self.slots[p as usize][1] = id;
+                let r = &mut self.recs[id as usize];
+                self.arena[r.end as usize] = p;
+                r.end += 1;
+            }
+            x = y;
+        }
+        let entries: Vec<_> = self
+            .recs
+            .iter()
+            .enumerate()
+            .map(|(id, r)| (r.count, Reverse(self.arena[r.head as usize]), id as u32))
+            .collect();
+        self.heap = BinaryHeap::from(entries);
+    }
+
+    /// Learns up to `num_merges` merges, calling `on_merge` after each.
+    pub(super) fn run(mut self, num_merges: usize, on_merge: &mut dyn FnMut(&Merge)) -> Vec<Merge> {
+        let mut merges = Vec::with_capacity(num_merges.min(self.n as usize));
+        while merges.len() < num_merges {
+            let m = match self.pick() {
+                Some(id) => self.merge_tracked(id),
+                None => match self.merge_leftmost() {
+                    Some(m) => m,
+                    None => break,
+                },
+            };
+            on_merge(&m);
+            merges.push(m);
+        }
+        merges
+    }
+
+    /// Pops the heap until its top is current; that record is the pair to merge.
+    fn pick(&mut self) -> Option<u32> {
+        while let Some((count, Reverse(pos), id)) = self.heap.pop() {
+            let cur = self.recs[id as usize].count;
+            if cur < 2 {
+                continue; // released slot
+            }
+            let first = self.first_live(id);
+            if first == NONE {
+                continue; // impossible for a count >= 2; never loop on it
+            }
+            if cur == count && first == pos {
+                return Some(id);
+            }
+            self.heap.push((cur, Reverse(first), id));
+        }
+        None
+    }
+
+    /// Subtracts one occurrence of weight `w` from record `id` if it is `(a, b)`'s record
+    /// (the position's record link may be stale: then the pair is untracked).
+    #[inline(always)]
+    fn dec_old(&mut self, id: u32, a: u32, b: u32, w: u64) {
+        if id == NONE {
+            return;
+        }
+        let r = &mut self.recs[id as usize];
+        if r.a != a || r.b != b {
+            return;
+        }
+        r.count -= w;
+        if r.count < 2 {
+            self.release_rec(id);
+        }
+    }
+
+    /// Adds an occurrence at `pos` of the new pair `(a, b)`, found by `slot` in the left
+    /// (`(x, c)` by x) or right (`(c, y)` by y) cache.
+    #[inline(always)]
+    fn add_new(&mut self, left_side: bool, slot: u32, a: u32, b: u32, pos: u32, w: u64) {
+        let cache = if left_side {
+            &mut self.left_new
+        } else {
+            &mut self.right_new
+        };
+        let mut id = cache[slot as usize];
+        if id == UNSET {
+            id = self.alloc_rec(Rec {
+                a,
+                b,
+                count: 0,
+                head: 0,
+                end: 0,
+            });
+            if left_side {
+                self.touched_left.push(slot);
+                self.left_new[slot as usize] = id;
+            } else {
+                self.touched_right.push(slot);
+                self.right_new[slot as usize] = id;
+            }
+            self.created.push(id);
+        }
+        let r = &mut self.recs[id as usize];
+        r.count += w;
+        r.end += 1;
+        self.buf.push((id, pos));
+        self.slots[pos as usize][1] = id;
+    }
+
+    /// Merges every occurrence of a tracked pair, left to right, updating neighbours.
+    fn merge_tracked(&mut self, id: u32) -> Merge {
+        let (a, b, count, head, end) = {
+            let r = &self.recs[id as usize];
+            (r.a, r.b, r.count, r.head as usize, r.end as usize)
+        };
+        let c = self.next_id;
+        self.next_id += 1;
+        let size = self.next_id as usize + 1;
+        self.left_new.resize(size, UNSET);
+        self.right_new.resize(size, UNSET);
+        let arena = std::mem::take(&mut self.arena);
+        let list = &arena[head..end];
+        let n = self.n;
+        let mut sink = 0u32;
+        for (i, &p) in list.iter().enumerate() {
+            // Touch the slot a few entries ahead: its miss overlaps with this entry's work
+            // instead of stalling behind a branch that depends on it.
+            if let Some(&ahead) = list.get(i + PREFETCH) {
+                sink = sink.wrapping_add(self.tok(ahead));
+            }
+            if self.tok(p) != a {
+                continue;
+            }
+            let r = self.next(p);
+            if r >= n {
+                continue;
+            }
+            let [tr, rec_r] = self.slots[r as usize];
+            if tr != b {
+                continue;
+            }
+            let w = self.weights.at(p);
+            let s = self.next(r);
+            let l = self.prev(p);
+            if l != NONE {
+                let [x, rec_l] = self.slots[l as usize];
+                if x != SEP {
+                    if x == c {
+                        // (c, a) was created by the previous occurrence in this pass.
+                        let lid = self.right_new[a as usize];
+                        self.recs[lid as usize].count -= w;
+                    } else if rec_l != id {
+                        self.dec_old(rec_l, x, a, w);
+                    }
+                    self.add_new(true, x, x, c, l, w);
+                }
+            }
+            if s < n {
+                let y = self.tok(s);
+                if y != SEP {
+                    if rec_r != id {
+                        self.dec_old(rec_r, b, y, w);
+                    }
+                    self.add_new(false, y, c, y, p, w);
+                }
+            }
+            self.set_tok(p, c);
+            self.delete(p, r, s);
+        }
+        std::hint::black_box(sink);
+        self.arena = arena;
+        self.release_rec(id);
+        self.finish_pass();
+        Merge {
+            pair: (a, b),
+            id: c,
+            count,
+        }
+    }
+
+    /// Turns the pass's new pairs into records with lists (count >= 2) or frees them.
+    fn finish_pass(&mut self) {
+        let mut total = self.arena.len() as u32;
+        for i in 0..self.created.len() {
+            let id = self.created[i];
+            let r = &mut self.recs[id as usize];
+            if r.count >= 2 {
+                let len = r.end;
+                r.head = total;
+                r.end = total;
+                total += len;
+            } else {
+                self.release_rec(id);
+            }
+        }
+        let base = self.arena.len();
+        self.arena.resize(total as usize, 0);
+        if total as usize > base {
+            for &(id, pos) in &self.buf {
+                let r = &mut self.recs[id as usize];
+                // Released records (count < 2) are free slots: `a == NONE`; a slot freed
+                // this pass is never reused before this point.
+                if r.a != NONE {
+                    self.arena[r.end as usize] = pos;
+                    r.end += 1;
+                }
+            }
+            for &id in &self.created {
+                let r = &self.recs[id as usize];
+                if r.a != NONE {
+                    // The first entry may be dead (a transient (c, a)); an earlier
+                    // position only makes the key an upper bound, which `pick` corrects.
+                    self.heap
+                        .push((r.count, Reverse(self.arena[r.head as usize]), id));
+                }
+            }
+        }
+        self.created.clear();
+        self.buf.clear();
+        for &x in &self.touched_left {
+            self.left_new[x as usize] = UNSET;
+        }
+        for &y in &self.touched_right {
+            self.right_new[y as usize] = UNSET;
+        }
+        self.touched_left.clear();
+        self.touched_right.clear();
+    }
+
+    /// Merges the leftmost pair of the sequence; used once every pair has count 1 (then no
+    /// pair is tracked, and every pair a merge creates has count 1 too).
+    fn merge_leftmost(&mut self) -> Option<Merge> {
+        let n = self.n;
+        let mut p = self.cursor;
+        loop {
+            if p >= n {
+                self.cursor = p;
+                return None;
+            }
+            if self.tok(p) == SEP {
+                p += 1;
+                continue;
+            }
+            let r = self.next(p);
+            if r < n && self.tok(r) != SEP {
+                break;
+            }
+            p = r;
+        }
+        self.cursor = p;
+        let r = self.next(p);
+        let s = self.next(r);
+        let (a, b) = (self.tok(p), self.tok(r));
+        let c = self.next_id;
+        self.next_id += 1;
+        let count = self.weights.at(p);
+        self.set_tok(p, c);
+        self.delete(p, r, s);
+        Some(Merge {
+            pair: (a, b),
+            id: c,
+            count,
+        })
+    }
+}
