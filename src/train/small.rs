@@ -26,6 +26,7 @@
 //! times, minimum): `engine` 5.35 ms (0.93 ms of it the set-up).
 
 use super::engine::{Weights, DEL, NONE, SEP};
+use super::slots::{Slots, Words};
 use super::Merge;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -48,13 +49,15 @@ struct Rec {
 }
 
 pub(super) struct Small<W: Weights> {
-    /// Per position: (token, record of the pair starting there when last set).
-    slots: Vec<[u32; 2]>,
+    /// Per position: token, record of the pair starting there when last set.
+    slots: Slots,
     n: u32,
     weights: W,
     recs: Vec<Rec>,
     free: Vec<u32>,
-    arena: Vec<u32>,
+    arena: Words,
+    /// Entries in use at the front of `arena`.
+    alen: usize,
     heap: BinaryHeap<(u64, Reverse<u32>, u32)>,
     next_id: u32,
     /// Leftmost position that may start a pair, for the all-counts-are-1 phase.
@@ -72,16 +75,20 @@ pub(super) struct Small<W: Weights> {
 
 impl<W: Weights> Small<W> {
     /// An engine over `toks` (bytes and [`SEP`]), fewer than [`SMALL_MAX`] of them.
-    pub(super) fn new(toks: impl Iterator<Item = u32>, weights: W) -> Small<W> {
-        let slots: Vec<[u32; 2]> = toks.map(|t| [t, NONE]).collect();
-        let n = slots.len();
+    pub(super) fn new(toks: impl ExactSizeIterator<Item = u32>, weights: W) -> Small<W> {
+        let n = toks.len();
+        let mut slots = Slots::prefaulted(n);
+        for (p, t) in toks.enumerate() {
+            slots.set(p as u32, t, NONE);
+        }
         let mut e = Small {
             slots,
             n: n as u32,
             weights,
             recs: Vec::new(),
             free: Vec::new(),
-            arena: Vec::new(),
+            arena: Words::new(3 * n),
+            alen: 0,
             heap: BinaryHeap::new(),
             next_id: 256,
             cursor: 0,
@@ -98,12 +105,12 @@ impl<W: Weights> Small<W> {
 
     #[inline(always)]
     fn tok(&self, p: u32) -> u32 {
-        self.slots[p as usize][0]
+        self.slots.tok(p)
     }
 
     #[inline(always)]
     fn set_tok(&mut self, p: u32, t: u32) {
-        self.slots[p as usize][0] = t;
+        self.slots.set_tok(p, t);
     }
 
     /// The live position after live position `p`, or `n`.
@@ -190,12 +197,12 @@ impl<W: Weights> Small<W> {
         let r = &self.recs[id as usize];
         let (a, b, end) = (r.a, r.b, r.end);
         let mut h = r.head;
-        while h < end && !self.occurs(self.arena[h as usize], a, b) {
+        while h < end && !self.occurs(self.arena.get(h as usize), a, b) {
             h += 1;
         }
         self.recs[id as usize].head = h;
         if h < end {
-            self.arena[h as usize]
+            self.arena.get(h as usize)
         } else {
             NONE
         }
@@ -208,66 +215,73 @@ impl<W: Weights> Small<W> {
         if n < 2 {
             return;
         }
-        // Occurrences per byte pair, then (in place) each pair's record or NONE.
+        // Occurrences per byte pair; a pair's entry becomes `FLAG | record` when its first
+        // position is met in the second pass. Only the entries of pairs that occur are
+        // touched: a full sweep of the 65,536 entries cost 64 page faults and a loop, which
+        // is most of a run on a tiny input.
+        const FLAG: u32 = 1 << 31;
         let mut occ = vec![0u32; 1 << 16];
         let mut wsum = if W::UNIT {
             Vec::new()
         } else {
             vec![0u64; 1 << 16]
         };
+        let mut pairs = 0usize;
         let mut x = self.tok(0);
         for p in 0..n as u32 - 1 {
             let y = self.tok(p + 1);
             if x < 256 && y < 256 {
                 let k = ((x << 8) | y) as usize;
                 occ[k] += 1;
+                pairs += 1;
                 if !W::UNIT {
                     wsum[k] += self.weights.at(p);
                 }
             }
             x = y;
         }
+        // Room for every byte pair's position; untracked pairs' share is cut off below.
+        self.arena.prefault(pairs);
         let mut total = 0u32;
-        for (k, o) in occ.iter_mut().enumerate() {
-            let count = if W::UNIT { u64::from(*o) } else { wsum[k] };
-            if count >= 2 {
-                let len = *o;
-                *o = self.alloc_rec(Rec {
-                    a: (k >> 8) as u32,
-                    b: (k & 255) as u32,
-                    count,
-                    head: total,
-                    end: total,
-                });
-                total += len;
-            } else {
-                *o = NONE;
-            }
-        }
-        drop(wsum);
-        self.arena.reserve_exact(3 * n);
-        self.arena.resize(total as usize, 0);
         let mut x = self.tok(0);
         for p in 0..n as u32 - 1 {
             let y = self.tok(p + 1);
-            let id = if x < 256 && y < 256 {
-                occ[((x << 8) | y) as usize]
-            } else {
-                NONE
-            };
-            if id != NONE {
-                self.slots[p as usize][1] = id;
+            if x < 256 && y < 256 {
+                let k = ((x << 8) | y) as usize;
+                let v = occ[k];
+                let id = if v & FLAG != 0 {
+                    v & !FLAG
+                } else {
+                    let count = if W::UNIT { u64::from(v) } else { wsum[k] };
+                    if count < 2 {
+                        x = y;
+                        continue;
+                    }
+                    let id = self.alloc_rec(Rec {
+                        a: x,
+                        b: y,
+                        count,
+                        head: total,
+                        end: total,
+                    });
+                    total += v;
+                    occ[k] = FLAG | id;
+                    id
+                };
+                self.slots.set_rec(p, id);
                 let r = &mut self.recs[id as usize];
-                self.arena[r.end as usize] = p;
+                let at = r.end as usize;
                 r.end += 1;
+                self.arena.set(at, p);
             }
             x = y;
         }
+        self.alen = total as usize;
         let entries: Vec<_> = self
             .recs
             .iter()
             .enumerate()
-            .map(|(id, r)| (r.count, Reverse(self.arena[r.head as usize]), id as u32))
+            .map(|(id, r)| (r.count, Reverse(self.arena.get(r.head as usize)), id as u32))
             .collect();
         self.heap = BinaryHeap::from(entries);
     }
@@ -356,7 +370,7 @@ impl<W: Weights> Small<W> {
         r.count += w;
         r.end += 1;
         self.buf.push((id, pos));
-        self.slots[pos as usize][1] = id;
+        self.slots.set_rec(pos, id);
     }
 
     /// Merges every occurrence of a tracked pair, left to right, updating neighbours.
@@ -370,15 +384,14 @@ impl<W: Weights> Small<W> {
         let size = self.next_id as usize + 1;
         self.left_new.resize(size, UNSET);
         self.right_new.resize(size, UNSET);
-        let arena = std::mem::take(&mut self.arena);
-        let list = &arena[head..end];
         let n = self.n;
         let mut sink = 0u32;
-        for (i, &p) in list.iter().enumerate() {
+        for i in head..end {
+            let p = self.arena.get(i);
             // Touch the slot a few entries ahead: its miss overlaps with this entry's work
             // instead of stalling behind a branch that depends on it.
-            if let Some(&ahead) = list.get(i + PREFETCH) {
-                sink = sink.wrapping_add(self.tok(ahead));
+            if i + PREFETCH < end {
+                sink = sink.wrapping_add(self.tok(self.arena.get(i + PREFETCH)));
             }
             if self.tok(p) != a {
                 continue;
@@ -387,7 +400,7 @@ impl<W: Weights> Small<W> {
             if r >= n {
                 continue;
             }
-            let [tr, rec_r] = self.slots[r as usize];
+            let (tr, rec_r) = self.slots.get(r);
             if tr != b {
                 continue;
             }
@@ -395,7 +408,7 @@ impl<W: Weights> Small<W> {
             let s = self.next(r);
             let l = self.prev(p);
             if l != NONE {
-                let [x, rec_l] = self.slots[l as usize];
+                let (x, rec_l) = self.slots.get(l);
                 if x != SEP {
                     if x == c {
                         // (c, a) was created by the previous occurrence in this pass.
@@ -420,7 +433,6 @@ impl<W: Weights> Small<W> {
             self.delete(p, r, s);
         }
         std::hint::black_box(sink);
-        self.arena = arena;
         self.release_rec(id);
         self.finish_pass();
         Merge {
@@ -432,7 +444,8 @@ impl<W: Weights> Small<W> {
 
     /// Turns the pass's new pairs into records with lists (count >= 2) or frees them.
     fn finish_pass(&mut self) {
-        let mut total = self.arena.len() as u32;
+        let base = self.alen;
+        let mut total = base as u32;
         for i in 0..self.created.len() {
             let id = self.created[i];
             let r = &mut self.recs[id as usize];
@@ -445,16 +458,17 @@ impl<W: Weights> Small<W> {
                 self.release_rec(id);
             }
         }
-        let base = self.arena.len();
-        self.arena.resize(total as usize, 0);
-        if total as usize > base {
+        self.alen = total as usize;
+        self.arena.prefault(self.alen);
+        if self.alen > base {
             for &(id, pos) in &self.buf {
                 let r = &mut self.recs[id as usize];
                 // Released records (count < 2) are free slots: `a == NONE`; a slot freed
                 // this pass is never reused before this point.
                 if r.a != NONE {
-                    self.arena[r.end as usize] = pos;
+                    let at = r.end as usize;
                     r.end += 1;
+                    self.arena.set(at, pos);
                 }
             }
             for &id in &self.created {
@@ -462,8 +476,8 @@ impl<W: Weights> Small<W> {
                 if r.a != NONE {
                     // The first entry may be dead (a transient (c, a)); an earlier
                     // position only makes the key an upper bound, which `pick` corrects.
-                    self.heap
-                        .push((r.count, Reverse(self.arena[r.head as usize]), id));
+                    let first = self.arena.get(r.head as usize);
+                    self.heap.push((r.count, Reverse(first), id));
                 }
             }
         }
