@@ -12,8 +12,16 @@ use toksuite::train::{
 type M = (u32, u32, u64);
 
 /// Both engines must give the same merges (small inputs take the small engine by default,
-/// so forcing each one keeps the large engine under the same tests).
-const ENGINES: [EngineChoice; 2] = [EngineChoice::Small, EngineChoice::Large];
+/// so forcing each one keeps the large engine under the same tests), and so must the small
+/// engine when it runs out of record links and hands the rest to the large one (at the
+/// start with a cap of 1, usually in mid-run with 12 or 40).
+const ENGINES: [EngineChoice; 5] = [
+    EngineChoice::Small,
+    EngineChoice::Large,
+    EngineChoice::SmallCapped(1),
+    EngineChoice::SmallCapped(12),
+    EngineChoice::SmallCapped(40),
+];
 
 fn fast_bytes(text: &[u8], vocab: usize) -> Vec<M> {
     let mut seen = Vec::new();

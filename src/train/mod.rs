@@ -97,19 +97,57 @@ pub fn train_bytes(text: &[u8], vocab_size: usize, on_merge: &mut dyn FnMut(&Mer
 pub enum EngineChoice {
     /// `Small` below 2^20 positions (`small::SMALL_MAX`), `Large` from there.
     Auto,
-    /// One arena for all occurrence lists, plain heap memory, one thread.
+    /// One arena for all occurrence lists, 4-byte slots, pre-faulted memory, one thread;
+    /// hands over to `Large` if its slots cannot link all the records a run needs.
     Small,
+    /// `Small` with at most this many live records, so tests reach the hand-over.
+    SmallCapped(u32),
     /// Huge-page slots, compacted per-pair lists, two-thread initial count.
     Large,
 }
 
 impl EngineChoice {
-    fn small(self, len: usize) -> bool {
+    /// The small engine's record limit for an input of `len` positions, if it trains it.
+    fn small(self, len: usize) -> Option<u32> {
         match self {
-            EngineChoice::Auto => len < SMALL_MAX,
-            EngineChoice::Small => true,
-            EngineChoice::Large => false,
+            EngineChoice::Auto if len < SMALL_MAX => Some(u32::MAX),
+            EngineChoice::Small => Some(u32::MAX),
+            EngineChoice::SmallCapped(cap) => Some(cap),
+            _ => None,
         }
+    }
+}
+
+/// Runs the small engine if `choice` says so. `Ok(merges)` when it finished; otherwise
+/// how many merges it learned (and reported), which the large engine must not report again.
+fn try_small<W: engine::Weights>(
+    choice: EngineChoice,
+    n: usize,
+    toks: impl Iterator<Item = u32>,
+    weights: impl FnOnce() -> W,
+    num_merges: usize,
+    on_merge: &mut dyn FnMut(&Merge),
+) -> Result<Vec<Merge>, usize> {
+    let Some(cap) = choice.small(n) else {
+        return Err(0);
+    };
+    let Some(small) = Small::new(n, toks, weights(), num_merges, cap) else {
+        return Err(0);
+    };
+    match small.run(num_merges, on_merge) {
+        (merges, true) => Ok(merges),
+        (merges, false) => Err(merges.len()),
+    }
+}
+
+/// `on_merge` without its first `skip` calls.
+fn skipping(skip: usize, on_merge: &mut dyn FnMut(&Merge)) -> impl FnMut(&Merge) + '_ {
+    let mut seen = 0usize;
+    move |m: &Merge| {
+        if seen >= skip {
+            on_merge(m);
+        }
+        seen += 1;
     }
 }
 
@@ -126,15 +164,17 @@ pub fn train_bytes_with(
         "training input longer than {MAX_TRAIN_LEN} bytes"
     );
     let num_merges = vocab_size.saturating_sub(256);
-    if choice.small(text.len()) {
-        let toks = text.iter().map(|&b| u32::from(b));
-        return Small::new(toks, Unit).run(num_merges, on_merge);
-    }
+    let toks = text.iter().map(|&b| u32::from(b));
+    let skip = match try_small(choice, text.len(), toks, || Unit, num_merges, on_merge) {
+        Ok(merges) => return merges,
+        Err(skip) => skip,
+    };
     let mut slots = Slots::new(text.len());
     for (p, &b) in text.iter().enumerate() {
         slots.set_tok(p as u32, u32::from(b));
     }
-    Engine::new(slots, text.len() as u32, Unit).run(num_merges, on_merge)
+    let engine = Engine::new(slots, text.len() as u32, Unit);
+    engine.run(num_merges, &mut skipping(skip, on_merge))
 }
 
 /// Chunked training (regex split modes): distinct chunks in FIRST-APPEARANCE order with
@@ -178,20 +218,26 @@ pub fn train_chunks_with<'a>(
         "training chunks longer than {MAX_TRAIN_LEN} bytes in all"
     );
     let num_merges = vocab_size.saturating_sub(256);
-    let mut weights: Vec<u64> = Vec::with_capacity(len);
-    if choice.small(len) {
-        let mut toks: Vec<u32> = Vec::with_capacity(len);
+    // The chunks' tokens with a separator between chunks, and each position's weight.
+    let toks = kept.iter().enumerate().flat_map(|(i, &(chunk, _))| {
+        let sep = (i > 0).then_some(SEP);
+        sep.into_iter().chain(chunk.iter().map(|&b| u32::from(b)))
+    });
+    let weights = || {
+        let mut weights: Vec<u64> = Vec::with_capacity(len);
         for (i, &(chunk, w)) in kept.iter().enumerate() {
             if i > 0 {
-                toks.push(SEP);
                 weights.push(0);
             }
-            toks.extend(chunk.iter().map(|&b| u32::from(b)));
             weights.extend(std::iter::repeat_n(w, chunk.len()));
         }
-        drop(kept);
-        return Small::new(toks.into_iter(), PerPos(weights)).run(num_merges, on_merge);
-    }
+        PerPos(weights)
+    };
+    let skip = match try_small(choice, len, toks, weights, num_merges, on_merge) {
+        Ok(merges) => return merges,
+        Err(skip) => skip,
+    };
+    let mut weights: Vec<u64> = Vec::with_capacity(len);
     let mut slots = Slots::new(len);
     for (i, &(chunk, w)) in kept.iter().enumerate() {
         if i > 0 {
@@ -205,5 +251,6 @@ pub fn train_chunks_with<'a>(
     }
     drop(kept);
     let n = len as u32;
-    Engine::new(slots, n, PerPos(weights)).run(num_merges, on_merge)
+    let engine = Engine::new(slots, n, PerPos(weights));
+    engine.run(num_merges, &mut skipping(skip, on_merge))
 }

@@ -12,21 +12,31 @@
 //! - A new pair's count lives in its record from the start; a record whose count falls
 //!   below 2 is released at once (its pair is never re-created, so a stale position link
 //!   to a reused record never matches its pair).
-//! - Slots are a plain `Vec` (no memory map, no huge pages: a map's system calls cost more
-//!   than the page-table walks they would save at this size), counting uses one thread.
+//! - One 4-byte slot per position instead of 8: a live slot packs the token (the low
+//!   `tb` bits, enough for the vocabulary and the separator) and its record link (the
+//!   rest); a deleted slot holds the flag and a position, as in `engine` (its link is
+//!   never read). Random access into this array is what the merge loop waits on, and half
+//!   the bytes is half the cache lines and pages. The link field bounds the number of live
+//!   records: when a pass could run out, the run stops and `train` finishes it on `engine`
+//!   (exact either way; only inputs with very many distinct pairs and large vocabularies
+//!   get there).
+//! - Memory is pre-faulted (see `slots`), counting uses one thread.
 //!
 //! # Arena bound
 //! The initial lists hold at most `n - 1` entries. A pass adds at most two entries per
 //! merged occurrence, and each merged occurrence deletes a position, so all passes add at
-//! most `2 (n - 1)`: the arena never exceeds `3 n` entries. Its capacity is reserved once;
-//! pages never written cost nothing.
+//! most `2 (n - 1)`: the arena never exceeds `3 n` entries. New lists go first into the
+//! range the merged pair's list leaves free, then at the end.
 //!
 //! # Performance notes
 //! taylorswift.txt (185,768 bytes) to vocab 512, in process (`train_bytes` called 200
-//! times, minimum): `engine` 5.35 ms (0.93 ms of it the set-up).
+//! times, minimum): `engine` 5.35 ms (0.93 ms of it the set-up), first version of this
+//! engine (arena, 8-byte slots in a `Vec`) 3.16 ms.
+//! - Touching the slot 16 list entries ahead: 6.2 -> 5.5 ms CPU per call (pre-faulted
+//!   maps, so fresh pages every call); 4 or 8 ahead helped less, 32 no more.
 
 use super::engine::{Weights, DEL, NONE, SEP};
-use super::slots::{Slots, Words};
+use super::slots::Words;
 use super::Merge;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -49,9 +59,20 @@ struct Rec {
 }
 
 pub(super) struct Small<W: Weights> {
-    /// Per position: token, record of the pair starting there when last set.
-    slots: Slots,
+    /// Per position: token (low `tb` bits) and the record of the pair starting there when
+    /// last set (the bits above), or [`DEL`] and a position.
+    slots: Words,
     n: u32,
+    /// Bits of a live slot that hold the token.
+    tb: u32,
+    /// `(1 << tb) - 1`; as a token, the separator.
+    tok_mask: u32,
+    /// The separator token (`tok_mask`).
+    sep: u32,
+    /// The "no record" link, all ones in the link bits.
+    no_link: u32,
+    /// Record ids stay below this.
+    max_recs: u32,
     weights: W,
     recs: Vec<Rec>,
     free: Vec<u32>,
@@ -74,16 +95,41 @@ pub(super) struct Small<W: Weights> {
 }
 
 impl<W: Weights> Small<W> {
-    /// An engine over `toks` (bytes and [`SEP`]), fewer than [`SMALL_MAX`] of them.
-    pub(super) fn new(toks: impl ExactSizeIterator<Item = u32>, weights: W) -> Small<W> {
-        let n = toks.len();
-        let mut slots = Slots::prefaulted(n);
-        for (p, t) in toks.enumerate() {
-            slots.set(p as u32, t, NONE);
+    /// An engine over the `n` tokens `toks` (bytes and [`SEP`]), for at most `num_merges`
+    /// merges, with at most `max_recs` live records (tests lower it). `None` when the
+    /// vocabulary does not fit the slot layout or the byte pairs alone need more records
+    /// than it links: then nothing was learned, and `engine` must do the work.
+    pub(super) fn new(
+        n: usize,
+        toks: impl Iterator<Item = u32>,
+        weights: W,
+        num_merges: usize,
+        max_recs: u32,
+    ) -> Option<Small<W>> {
+        // Ids stay below 256 + merges, and a run learns fewer merges than positions.
+        let vocab = 256 + num_merges.min(n) as u64;
+        // Token bits: room for every id and the separator (all ones) above them.
+        let tb = 64 - vocab.leading_zeros();
+        if tb > 20 {
+            return None;
+        }
+        let tok_mask = (1u32 << tb) - 1;
+        let no_link = (1u32 << (31 - tb)) - 1;
+        let mut slots = Words::new(n);
+        slots.prefault(n);
+        let sep = tok_mask;
+        for (p, t) in toks.take(n).enumerate() {
+            let t = if t == SEP { sep } else { t };
+            slots.set(p, t | (no_link << tb));
         }
         let mut e = Small {
             slots,
             n: n as u32,
+            tb,
+            tok_mask,
+            sep,
+            no_link,
+            max_recs: max_recs.min(no_link),
             weights,
             recs: Vec::new(),
             free: Vec::new(),
@@ -99,18 +145,62 @@ impl<W: Weights> Small<W> {
             created: Vec::new(),
             buf: Vec::new(),
         };
-        e.initial_count();
-        e
+        if e.initial_count() {
+            Some(e)
+        } else {
+            None
+        }
     }
 
+    /// The raw slot of position `p`.
+    #[inline(always)]
+    fn raw(&self, p: u32) -> u32 {
+        self.slots.get(p as usize)
+    }
+
+    /// The token at `p`; a deleted slot gives a value with [`DEL`] set (never a token).
     #[inline(always)]
     fn tok(&self, p: u32) -> u32 {
-        self.slots.tok(p)
+        self.raw(p) & (DEL | self.tok_mask)
     }
 
+    /// The token at live position `p` and the record of the pair that started at `p` when
+    /// last set.
+    #[inline(always)]
+    fn get(&self, p: u32) -> (u32, u32) {
+        let v = self.raw(p);
+        (v & (DEL | self.tok_mask), self.rec_of_link(v >> self.tb))
+    }
+
+    /// Sets the token of live position `p`, keeping its link.
     #[inline(always)]
     fn set_tok(&mut self, p: u32, t: u32) {
-        self.slots.set_tok(p, t);
+        let v = self.raw(p);
+        self.slots.set(p as usize, (v & !self.tok_mask) | t);
+    }
+
+    /// Sets the record link of live position `p` (`NONE`: no record).
+    #[inline(always)]
+    fn set_rec(&mut self, p: u32, id: u32) {
+        let v = self.raw(p);
+        let link = if id == NONE { self.no_link } else { id };
+        self.slots.set(p as usize, (v & self.tok_mask) | (link << self.tb));
+    }
+
+    /// Marks position `p` deleted, pointing at position `to`.
+    #[inline(always)]
+    fn set_del(&mut self, p: u32, to: u32) {
+        self.slots.set(p as usize, DEL | to);
+    }
+
+    /// The record a link names, or `NONE`.
+    #[inline(always)]
+    fn rec_of_link(&self, link: u32) -> u32 {
+        if link == self.no_link {
+            NONE
+        } else {
+            link
+        }
     }
 
     /// The live position after live position `p`, or `n`.
@@ -120,7 +210,7 @@ impl<W: Weights> Small<W> {
         if q >= self.n {
             return self.n;
         }
-        let t = self.tok(q);
+        let t = self.raw(q);
         if t & DEL != 0 {
             t & !DEL
         } else {
@@ -135,7 +225,7 @@ impl<W: Weights> Small<W> {
             return NONE;
         }
         let q = p - 1;
-        let t = self.tok(q);
+        let t = self.raw(q);
         if t & DEL != 0 {
             let v = t & !DEL;
             // A run of one deleted slot stores the position after it (== p).
@@ -165,12 +255,12 @@ impl<W: Weights> Small<W> {
     fn delete(&mut self, p: u32, r: u32, s: u32) {
         // `r` may end up inside the run, where nothing else would overwrite its token, and
         // a stale token there would make a dead list entry look live.
-        self.set_tok(r, DEL);
+        self.set_del(r, 0);
         let g0 = p + 1;
         let g1 = s - 1;
-        self.set_tok(g0, DEL | s);
+        self.set_del(g0, s);
         if g1 != g0 {
-            self.set_tok(g1, DEL | p);
+            self.set_del(g1, p);
         }
     }
 
@@ -209,11 +299,12 @@ impl<W: Weights> Small<W> {
     }
 
     /// Counts all byte pairs and builds the tracked records, their lists in the arena
-    /// (a counting sort of the positions by pair) and the heap.
-    fn initial_count(&mut self) {
+    /// (a counting sort of the positions by pair) and the heap. False if the tracked pairs
+    /// need more than `max_recs` records.
+    fn initial_count(&mut self) -> bool {
         let n = self.n as usize;
         if n < 2 {
-            return;
+            return true;
         }
         // Occurrences per byte pair; a pair's entry becomes `FLAG | record` when its first
         // position is met in the second pass. Only the entries of pairs that occur are
@@ -257,6 +348,9 @@ impl<W: Weights> Small<W> {
                         x = y;
                         continue;
                     }
+                    if self.recs.len() as u32 >= self.max_recs {
+                        return false;
+                    }
                     let id = self.alloc_rec(Rec {
                         a: x,
                         b: y,
@@ -268,7 +362,7 @@ impl<W: Weights> Small<W> {
                     occ[k] = FLAG | id;
                     id
                 };
-                self.slots.set_rec(p, id);
+                self.set_rec(p, id);
                 let r = &mut self.recs[id as usize];
                 let at = r.end as usize;
                 r.end += 1;
@@ -284,14 +378,31 @@ impl<W: Weights> Small<W> {
             .map(|(id, r)| (r.count, Reverse(self.arena.get(r.head as usize)), id as u32))
             .collect();
         self.heap = BinaryHeap::from(entries);
+        true
     }
 
-    /// Learns up to `num_merges` merges, calling `on_merge` after each.
-    pub(super) fn run(mut self, num_merges: usize, on_merge: &mut dyn FnMut(&Merge)) -> Vec<Merge> {
+    /// Learns up to `num_merges` merges, calling `on_merge` after each. The flag is false
+    /// if the run stopped early because the next pass could need more records than slots
+    /// can link; the merges so far are right, and `engine` must learn the rest.
+    pub(super) fn run(
+        mut self,
+        num_merges: usize,
+        on_merge: &mut dyn FnMut(&Merge),
+    ) -> (Vec<Merge>, bool) {
         let mut merges = Vec::with_capacity(num_merges.min(self.n as usize));
         while merges.len() < num_merges {
             let m = match self.pick() {
-                Some(id) => self.merge_tracked(id),
+                Some(id) => {
+                    // A pass creates at most two records per occurrence of its pair.
+                    let r = &self.recs[id as usize];
+                    let need = 2 * u64::from(r.end - r.head);
+                    let room = u64::from(self.max_recs) - self.recs.len() as u64
+                        + self.free.len() as u64;
+                    if need > room {
+                        return (merges, false);
+                    }
+                    self.merge_tracked(id)
+                }
                 None => match self.merge_leftmost() {
                     Some(m) => m,
                     None => break,
@@ -300,7 +411,7 @@ impl<W: Weights> Small<W> {
             on_merge(&m);
             merges.push(m);
         }
-        merges
+        (merges, true)
     }
 
     /// Pops the heap until its top is current; that record is the pair to merge.
@@ -370,7 +481,7 @@ impl<W: Weights> Small<W> {
         r.count += w;
         r.end += 1;
         self.buf.push((id, pos));
-        self.slots.set_rec(pos, id);
+        self.set_rec(pos, id);
     }
 
     /// Merges every occurrence of a tracked pair, left to right, updating neighbours.
@@ -400,7 +511,7 @@ impl<W: Weights> Small<W> {
             if r >= n {
                 continue;
             }
-            let (tr, rec_r) = self.slots.get(r);
+            let (tr, rec_r) = self.get(r);
             if tr != b {
                 continue;
             }
@@ -408,8 +519,8 @@ impl<W: Weights> Small<W> {
             let s = self.next(r);
             let l = self.prev(p);
             if l != NONE {
-                let (x, rec_l) = self.slots.get(l);
-                if x != SEP {
+                let (x, rec_l) = self.get(l);
+                if x != self.sep {
                     if x == c {
                         // (c, a) was created by the previous occurrence in this pass.
                         let lid = self.right_new[a as usize];
@@ -422,7 +533,7 @@ impl<W: Weights> Small<W> {
             }
             if s < n {
                 let y = self.tok(s);
-                if y != SEP {
+                if y != self.sep {
                     if rec_r != id {
                         self.dec_old(rec_r, b, y, w);
                     }
@@ -434,7 +545,7 @@ impl<W: Weights> Small<W> {
         }
         std::hint::black_box(sink);
         self.release_rec(id);
-        self.finish_pass();
+        self.finish_pass(head as u32, end as u32);
         Merge {
             pair: (a, b),
             id: c,
@@ -443,42 +554,45 @@ impl<W: Weights> Small<W> {
     }
 
     /// Turns the pass's new pairs into records with lists (count >= 2) or frees them.
-    fn finish_pass(&mut self) {
-        let base = self.alen;
-        let mut total = base as u32;
+    /// The merged pair's list `arena[hole..hole_end]` is free space for the new lists.
+    fn finish_pass(&mut self, mut hole: u32, hole_end: u32) {
+        let mut total = self.alen as u32;
         for i in 0..self.created.len() {
             let id = self.created[i];
             let r = &mut self.recs[id as usize];
             if r.count >= 2 {
                 let len = r.end;
-                r.head = total;
-                r.end = total;
-                total += len;
+                if len <= hole_end - hole {
+                    r.head = hole;
+                    hole += len;
+                } else {
+                    r.head = total;
+                    total += len;
+                }
+                r.end = r.head;
             } else {
                 self.release_rec(id);
             }
         }
         self.alen = total as usize;
         self.arena.prefault(self.alen);
-        if self.alen > base {
-            for &(id, pos) in &self.buf {
-                let r = &mut self.recs[id as usize];
-                // Released records (count < 2) are free slots: `a == NONE`; a slot freed
-                // this pass is never reused before this point.
-                if r.a != NONE {
-                    let at = r.end as usize;
-                    r.end += 1;
-                    self.arena.set(at, pos);
-                }
+        for &(id, pos) in &self.buf {
+            let r = &mut self.recs[id as usize];
+            // Released records (count < 2) are free slots: `a == NONE`; a slot freed
+            // this pass is never reused before this point.
+            if r.a != NONE {
+                let at = r.end as usize;
+                r.end += 1;
+                self.arena.set(at, pos);
             }
-            for &id in &self.created {
-                let r = &self.recs[id as usize];
-                if r.a != NONE {
-                    // The first entry may be dead (a transient (c, a)); an earlier
-                    // position only makes the key an upper bound, which `pick` corrects.
-                    let first = self.arena.get(r.head as usize);
-                    self.heap.push((r.count, Reverse(first), id));
-                }
+        }
+        for &id in &self.created {
+            let r = &self.recs[id as usize];
+            if r.a != NONE {
+                // The first entry may be dead (a transient (c, a)); an earlier position
+                // only makes the key an upper bound, which `pick` corrects.
+                let first = self.arena.get(r.head as usize);
+                self.heap.push((r.count, Reverse(first), id));
             }
         }
         self.created.clear();
@@ -503,12 +617,12 @@ impl<W: Weights> Small<W> {
                 self.cursor = p;
                 return None;
             }
-            if self.tok(p) == SEP {
+            if self.tok(p) == self.sep {
                 p += 1;
                 continue;
             }
             let r = self.next(p);
-            if r < n && self.tok(r) != SEP {
+            if r < n && self.tok(r) != self.sep {
                 break;
             }
             p = r;
