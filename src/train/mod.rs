@@ -123,7 +123,7 @@ impl EngineChoice {
 fn try_small<W: engine::Weights>(
     choice: EngineChoice,
     n: usize,
-    toks: impl Iterator<Item = u32>,
+    toks: impl Iterator<Item = u32> + Clone,
     weights: impl FnOnce() -> W,
     num_merges: usize,
     on_merge: &mut dyn FnMut(&Merge),

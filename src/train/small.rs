@@ -101,7 +101,7 @@ impl<W: Weights> Small<W> {
     /// than it links: then nothing was learned, and `engine` must do the work.
     pub(super) fn new(
         n: usize,
-        toks: impl Iterator<Item = u32>,
+        toks: impl Iterator<Item = u32> + Clone,
         weights: W,
         num_merges: usize,
         max_recs: u32,
@@ -115,19 +115,12 @@ impl<W: Weights> Small<W> {
         }
         let tok_mask = (1u32 << tb) - 1;
         let no_link = (1u32 << (31 - tb)) - 1;
-        let mut slots = Words::new(n);
-        slots.prefault(n);
-        let sep = tok_mask;
-        for (p, t) in toks.take(n).enumerate() {
-            let t = if t == SEP { sep } else { t };
-            slots.set(p, t | (no_link << tb));
-        }
         let mut e = Small {
-            slots,
+            slots: Words::new(n),
             n: n as u32,
             tb,
             tok_mask,
-            sep,
+            sep: tok_mask,
             no_link,
             max_recs: max_recs.min(no_link),
             weights,
@@ -145,7 +138,8 @@ impl<W: Weights> Small<W> {
             created: Vec::new(),
             buf: Vec::new(),
         };
-        if e.initial_count() {
+        e.slots.prefault(n);
+        if e.initial_count(toks.take(n)) {
             Some(e)
         } else {
             None
@@ -298,14 +292,20 @@ impl<W: Weights> Small<W> {
         }
     }
 
-    /// Counts all byte pairs and builds the tracked records, their lists in the arena
-    /// (a counting sort of the positions by pair) and the heap. False if the tracked pairs
-    /// need more than `max_recs` records.
-    fn initial_count(&mut self) -> bool {
+    /// Fills the slots from `toks`, counts all byte pairs and builds the tracked records,
+    /// their lists in the arena (a counting sort of the positions by pair) and the heap.
+    /// False if the tracked pairs need more than `max_recs` records.
+    ///
+    /// Both passes read `toks` (for `--split none`, the text itself), not the slots: the
+    /// first version counted from the slots and took 18% of a taylorswift.txt run.
+    fn initial_count(&mut self, toks: impl Iterator<Item = u32> + Clone) -> bool {
         let n = self.n as usize;
-        if n < 2 {
+        let (sep, tb, no_link) = (self.sep, self.tb, self.no_link);
+        let slot = |t: u32, link: u32| (if t == SEP { sep } else { t }) | (link << tb);
+        let mut it = toks.clone();
+        let Some(mut x) = it.next() else {
             return true;
-        }
+        };
         // Occurrences per byte pair; a pair's entry becomes `FLAG | record` when its first
         // position is met in the second pass. Only the entries of pairs that occur are
         // touched: a full sweep of the 65,536 entries cost 64 page faults and a loop, which
@@ -318,58 +318,59 @@ impl<W: Weights> Small<W> {
             vec![0u64; 1 << 16]
         };
         let mut pairs = 0usize;
-        let mut x = self.tok(0);
-        for p in 0..n as u32 - 1 {
-            let y = self.tok(p + 1);
+        for (p, y) in it.enumerate() {
             if x < 256 && y < 256 {
                 let k = ((x << 8) | y) as usize;
                 occ[k] += 1;
                 pairs += 1;
                 if !W::UNIT {
-                    wsum[k] += self.weights.at(p);
+                    wsum[k] += self.weights.at(p as u32);
                 }
             }
             x = y;
         }
-        // Room for every byte pair's position; untracked pairs' share is cut off below.
+        // Room for every byte pair's position; untracked pairs' share is left unused.
         self.arena.prefault(pairs);
         let mut total = 0u32;
-        let mut x = self.tok(0);
-        for p in 0..n as u32 - 1 {
-            let y = self.tok(p + 1);
+        let mut it = toks;
+        let Some(mut x) = it.next() else {
+            return true;
+        };
+        for (p, y) in it.enumerate() {
+            let mut link = no_link;
             if x < 256 && y < 256 {
                 let k = ((x << 8) | y) as usize;
                 let v = occ[k];
-                let id = if v & FLAG != 0 {
-                    v & !FLAG
+                if v & FLAG != 0 {
+                    link = v & !FLAG;
                 } else {
                     let count = if W::UNIT { u64::from(v) } else { wsum[k] };
-                    if count < 2 {
-                        x = y;
-                        continue;
+                    if count >= 2 {
+                        if self.recs.len() as u32 >= self.max_recs {
+                            return false;
+                        }
+                        link = self.alloc_rec(Rec {
+                            a: x,
+                            b: y,
+                            count,
+                            head: total,
+                            end: total,
+                        });
+                        total += v;
+                        occ[k] = FLAG | link;
                     }
-                    if self.recs.len() as u32 >= self.max_recs {
-                        return false;
-                    }
-                    let id = self.alloc_rec(Rec {
-                        a: x,
-                        b: y,
-                        count,
-                        head: total,
-                        end: total,
-                    });
-                    total += v;
-                    occ[k] = FLAG | id;
-                    id
-                };
-                self.set_rec(p, id);
-                let r = &mut self.recs[id as usize];
-                let at = r.end as usize;
-                r.end += 1;
-                self.arena.set(at, p);
+                }
+                if link != no_link {
+                    let r = &mut self.recs[link as usize];
+                    let at = r.end as usize;
+                    r.end += 1;
+                    self.arena.set(at, p as u32);
+                }
             }
+            self.slots.set(p, slot(x, link));
             x = y;
         }
+        self.slots.set(n - 1, slot(x, no_link));
         self.alen = total as usize;
         let entries: Vec<_> = self
             .recs
