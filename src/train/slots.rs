@@ -1,23 +1,11 @@
 //! The trainer's per-position array: each position's token and the record of the pair
-//! starting there, 8 bytes per position, in huge pages where the kernel allows; and the
-//! small engine's memory, pre-faulted.
-//!
-//! # Pre-faulting (small engine)
-//! A short run touches every page of its arrays exactly once, so their first-touch page
-//! faults are a large part of its cost: on the project machine (a VM) a fault costs
-//! 0.83 us per 4 KB page, while mapping the same memory pre-faulted (`MAP_POPULATE`, or
-//! `MADV_POPULATE_WRITE` for a range) costs 0.37 us per page (1.5 MB, best of 20 each).
+//! starting there, 8 bytes per position, in huge pages where the kernel allows.
 
 use memmap2::{Advice, MmapMut, MmapOptions};
 
 /// Below this many bytes the array lives on the heap: a map's system calls would cost more
 /// than the page-table walks they save.
 const MAP_MIN_BYTES: usize = 8 << 20;
-/// Below this many bytes pre-faulted memory lives on the heap: a few pages' faults cost
-/// less than a map's system calls.
-const PREFAULT_MIN_BYTES: usize = 64 << 10;
-/// The least a [`Words`] array pre-faults at once beyond what is asked (bytes).
-const PREFAULT_STEP: usize = 256 << 10;
 
 enum Mem {
     Map(MmapMut),
@@ -42,19 +30,6 @@ impl Slots {
             if let Ok(map) = MmapOptions::new().len(bytes).map_anon() {
                 // Advice is a hint; without it the map still works.
                 let _ = map.advise(Advice::HugePage);
-                return Slots { mem: Mem::Map(map) };
-            }
-        }
-        Slots {
-            mem: Mem::Heap(vec![0; bytes]),
-        }
-    }
-
-    /// `len` zeroed slots in memory faulted in at once (see the module doc).
-    pub(super) fn prefaulted(len: usize) -> Slots {
-        let bytes = len * 8;
-        if bytes >= PREFAULT_MIN_BYTES {
-            if let Ok(map) = MmapOptions::new().len(bytes).populate().map_anon() {
                 return Slots { mem: Mem::Map(map) };
             }
         }
@@ -114,89 +89,8 @@ impl Slots {
         self.write(p as usize * 8, t);
     }
 
-    /// Sets both the token and the record link of position `p`.
-    #[inline(always)]
-    pub(super) fn set(&mut self, p: u32, t: u32, r: u32) {
-        let v = if cfg!(target_endian = "little") {
-            u64::from(t) | (u64::from(r) << 32)
-        } else {
-            (u64::from(t) << 32) | u64::from(r)
-        };
-        let i = p as usize * 8;
-        self.bytes_mut()[i..i + 8].copy_from_slice(&v.to_ne_bytes());
-    }
-
     #[inline(always)]
     pub(super) fn set_rec(&mut self, p: u32, r: u32) {
         self.write(p as usize * 8 + 4, r);
-    }
-}
-
-/// A fixed number of u32 words, zero-initialised, whose pages are faulted in ahead of use
-/// by [`Words::prefault`] (see the module doc).
-pub(super) struct Words {
-    mem: Mem,
-    /// Bytes from the start already faulted in (or on the heap).
-    faulted: usize,
-}
-
-impl Words {
-    pub(super) fn new(len: usize) -> Words {
-        let bytes = len * 4;
-        if bytes >= PREFAULT_MIN_BYTES {
-            if let Ok(map) = MmapOptions::new().len(bytes).map_anon() {
-                return Words {
-                    mem: Mem::Map(map),
-                    faulted: 0,
-                };
-            }
-        }
-        Words {
-            mem: Mem::Heap(vec![0; bytes]),
-            faulted: bytes,
-        }
-    }
-
-    /// Faults in the pages of the first `len` words that are not yet, and at least
-    /// [`PREFAULT_STEP`] bytes more while there are. Advice is a hint: pages it does not
-    /// fault in (an old kernel) are faulted on first touch as usual.
-    pub(super) fn prefault(&mut self, len: usize) {
-        let want = len * 4;
-        if want <= self.faulted {
-            return;
-        }
-        if let Mem::Map(map) = &self.mem {
-            let end = (want.max(self.faulted + PREFAULT_STEP)).min(map.len());
-            let _ = map.advise_range(Advice::PopulateWrite, self.faulted, end - self.faulted);
-            self.faulted = end;
-        }
-    }
-
-    #[inline(always)]
-    fn bytes(&self) -> &[u8] {
-        match &self.mem {
-            Mem::Map(m) => m,
-            Mem::Heap(v) => v,
-        }
-    }
-
-    #[inline(always)]
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        match &mut self.mem {
-            Mem::Map(m) => m,
-            Mem::Heap(v) => v,
-        }
-    }
-
-    /// Word `i`.
-    #[inline(always)]
-    pub(super) fn get(&self, i: usize) -> u32 {
-        let b = self.bytes();
-        u32::from_ne_bytes(b[i * 4..i * 4 + 4].try_into().unwrap_or([0; 4]))
-    }
-
-    #[inline(always)]
-    pub(super) fn set(&mut self, i: usize, v: u32) {
-        self.bytes_mut()[i * 4..i * 4 + 4].copy_from_slice(&v.to_ne_bytes());
     }
 }

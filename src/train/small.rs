@@ -20,7 +20,8 @@
 //!   records: when a pass could run out, the run stops and `train` finishes it on `engine`
 //!   (exact either way; only inputs with very many distinct pairs and large vocabularies
 //!   get there).
-//! - Memory is pre-faulted (see `slots`), counting uses one thread.
+//! - Slots and arena are plain `Vec`s, and the merge loop works on them as local slices
+//!   (see the performance notes), counting uses one thread.
 //!
 //! # Arena bound
 //! The initial lists hold at most `n - 1` entries. A pass adds at most two entries per
@@ -36,7 +37,6 @@
 //!   maps, so fresh pages every call); 4 or 8 ahead helped less, 32 no more.
 
 use super::engine::{Weights, DEL, NONE, SEP};
-use super::slots::Words;
 use super::Merge;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -58,40 +58,238 @@ struct Rec {
     end: u32,
 }
 
-pub(super) struct Small<W: Weights> {
-    /// Per position: token (low `tb` bits) and the record of the pair starting there when
-    /// last set (the bits above), or [`DEL`] and a position.
-    slots: Words,
+/// The slot layout and the sequence operations on it (gap-encoded deletions as in
+/// `engine`), over the slot array passed in, so hot loops can hold it as a local slice.
+#[derive(Clone, Copy)]
+struct Lay {
     n: u32,
     /// Bits of a live slot that hold the token.
     tb: u32,
     /// `(1 << tb) - 1`; as a token, the separator.
     tok_mask: u32,
-    /// The separator token (`tok_mask`).
-    sep: u32,
     /// The "no record" link, all ones in the link bits.
     no_link: u32,
-    /// Record ids stay below this.
-    max_recs: u32,
-    weights: W,
+}
+
+impl Lay {
+    /// The separator token.
+    #[inline(always)]
+    fn sep(self) -> u32 {
+        self.tok_mask
+    }
+
+    /// The token of slot value `v`; a deleted slot gives a value with [`DEL`] set.
+    #[inline(always)]
+    fn tok(self, v: u32) -> u32 {
+        v & (DEL | self.tok_mask)
+    }
+
+    /// The record linked from live slot value `v`, or `NONE`.
+    #[inline(always)]
+    fn rec(self, v: u32) -> u32 {
+        let link = v >> self.tb;
+        if link == self.no_link {
+            NONE
+        } else {
+            link
+        }
+    }
+
+    /// A live slot value.
+    #[inline(always)]
+    fn live(self, t: u32, rec: u32) -> u32 {
+        let link = if rec == NONE { self.no_link } else { rec };
+        t | (link << self.tb)
+    }
+
+    /// `v` with its token replaced by `t`.
+    #[inline(always)]
+    fn with_tok(self, v: u32, t: u32) -> u32 {
+        (v & !self.tok_mask) | t
+    }
+
+    /// `v` with its record link replaced by `rec`.
+    #[inline(always)]
+    fn with_rec(self, v: u32, rec: u32) -> u32 {
+        (v & self.tok_mask) | (rec << self.tb)
+    }
+
+    /// The live position after live position `p`, or `n`.
+    #[inline(always)]
+    fn next(self, slots: &[u32], p: u32) -> u32 {
+        let q = p + 1;
+        if q >= self.n {
+            return self.n;
+        }
+        let t = slots[q as usize];
+        if t & DEL != 0 {
+            t & !DEL
+        } else {
+            q
+        }
+    }
+
+    /// The live position before live position `p`, or `NONE`.
+    #[inline(always)]
+    fn prev(self, slots: &[u32], p: u32) -> u32 {
+        if p == 0 {
+            return NONE;
+        }
+        let q = p - 1;
+        let t = slots[q as usize];
+        if t & DEL != 0 {
+            let v = t & !DEL;
+            // A run of one deleted slot stores the position after it (== p).
+            if v < q {
+                v
+            } else {
+                q - 1
+            }
+        } else {
+            q
+        }
+    }
+
+    /// Whether `(a, b)` currently occurs at `p` (`p` may be a dead entry).
+    #[inline(always)]
+    fn occurs(self, slots: &[u32], p: u32, a: u32, b: u32) -> bool {
+        if self.tok(slots[p as usize]) != a {
+            return false;
+        }
+        let q = self.next(slots, p);
+        q < self.n && self.tok(slots[q as usize]) == b
+    }
+
+    /// Merges at live `p` (its pair ends at live `r`, `s` is the live slot after `r`):
+    /// writes `c` at `p`, keeping its link, and deletes `r`. The deleted run becomes
+    /// `p+1..s`; its two ends record `s` and `p`.
+    #[inline(always)]
+    fn merge_at(self, slots: &mut [u32], p: u32, r: u32, s: u32, c: u32) {
+        slots[p as usize] = self.with_tok(slots[p as usize], c);
+        // `r` may end up inside the run, where nothing else would overwrite its token, and
+        // a stale token there would make a dead list entry look live.
+        slots[r as usize] = DEL;
+        let g0 = p + 1;
+        let g1 = s - 1;
+        slots[g0 as usize] = DEL | s;
+        if g1 != g0 {
+            slots[g1 as usize] = DEL | p;
+        }
+    }
+}
+
+/// The records and the free list of released record slots.
+struct Recs {
     recs: Vec<Rec>,
     free: Vec<u32>,
-    arena: Words,
+}
+
+impl Recs {
+    #[inline(always)]
+    fn alloc(&mut self, rec: Rec) -> u32 {
+        if let Some(id) = self.free.pop() {
+            self.recs[id as usize] = rec;
+            id
+        } else {
+            self.recs.push(rec);
+            (self.recs.len() - 1) as u32
+        }
+    }
+
+    #[inline(always)]
+    fn release(&mut self, id: u32) {
+        let r = &mut self.recs[id as usize];
+        r.a = NONE;
+        r.b = NONE;
+        r.count = 0;
+        self.free.push(id);
+    }
+
+    /// Record ids that can still be handed out below `max`.
+    fn room(&self, max: u32) -> u64 {
+        u64::from(max) - self.recs.len() as u64 + self.free.len() as u64
+    }
+
+    /// Subtracts one occurrence of weight `w` from record `id` if it is `(a, b)`'s record
+    /// (the position's link may be stale: then the pair is untracked).
+    #[inline(always)]
+    fn dec_old(&mut self, id: u32, a: u32, b: u32, w: u64) {
+        if id == NONE {
+            return;
+        }
+        let r = &mut self.recs[id as usize];
+        if r.a != a || r.b != b {
+            return;
+        }
+        r.count -= w;
+        if r.count < 2 {
+            self.release(id);
+        }
+    }
+}
+
+/// The current pass's new pairs: records by neighbour token, and their occurrences.
+struct Pass {
+    /// Record of the new pair `(x, c)` by `x`, or [`UNSET`].
+    left: Vec<u32>,
+    /// Record of the new pair `(c, y)` by `y`, or [`UNSET`].
+    right: Vec<u32>,
+    touched_left: Vec<u32>,
+    touched_right: Vec<u32>,
+    /// Records of the pairs the pass created, in creation order.
+    created: Vec<u32>,
+    /// (record, position) of every new occurrence, in position order.
+    buf: Vec<(u32, u32)>,
+}
+
+impl Pass {
+    /// Adds an occurrence of weight `w` at `pos` of the new pair `(a, b)`, found by `key`
+    /// in the left (`(x, c)` by x) or right (`(c, y)` by y) cache; returns its record.
+    #[inline(always)]
+    fn add(&mut self, recs: &mut Recs, left: bool, key: u32, pair: (u32, u32), pos: u32, w: u64) -> u32 {
+        let cache = if left { &mut self.left } else { &mut self.right };
+        let mut id = cache[key as usize];
+        if id == UNSET {
+            id = recs.alloc(Rec {
+                a: pair.0,
+                b: pair.1,
+                count: 0,
+                head: 0,
+                end: 0,
+            });
+            cache[key as usize] = id;
+            if left {
+                self.touched_left.push(key);
+            } else {
+                self.touched_right.push(key);
+            }
+            self.created.push(id);
+        }
+        let r = &mut recs.recs[id as usize];
+        r.count += w;
+        r.end += 1;
+        self.buf.push((id, pos));
+        id
+    }
+}
+
+pub(super) struct Small<W: Weights> {
+    lay: Lay,
+    /// Per position: token (low `tb` bits) and the record of the pair starting there when
+    /// last set (the bits above), or [`DEL`] and a position.
+    slots: Vec<u32>,
+    weights: W,
+    recs: Recs,
+    /// Record ids stay below this.
+    max_recs: u32,
+    arena: Vec<u32>,
     /// Entries in use at the front of `arena`.
     alen: usize,
     heap: BinaryHeap<(u64, Reverse<u32>, u32)>,
     next_id: u32,
     /// Leftmost position that may start a pair, for the all-counts-are-1 phase.
     cursor: u32,
-    // Per-pass scratch: new pairs (x, c) by x and (c, y) by y, reset via `touched_*`.
-    left_new: Vec<u32>,
-    right_new: Vec<u32>,
-    touched_left: Vec<u32>,
-    touched_right: Vec<u32>,
-    /// Records of the pairs the current pass created, in creation order.
-    created: Vec<u32>,
-    /// The current pass's new occurrences: (record, position), in position order.
-    buf: Vec<(u32, u32)>,
+    pass: Pass,
 }
 
 impl<W: Weights> Small<W> {
@@ -113,182 +311,40 @@ impl<W: Weights> Small<W> {
         if tb > 20 {
             return None;
         }
-        let tok_mask = (1u32 << tb) - 1;
         let no_link = (1u32 << (31 - tb)) - 1;
-        let mut e = Small {
-            slots: Words::new(n),
+        let lay = Lay {
             n: n as u32,
             tb,
-            tok_mask,
-            sep: tok_mask,
+            tok_mask: (1u32 << tb) - 1,
             no_link,
-            max_recs: max_recs.min(no_link),
+        };
+        let mut e = Small {
+            lay,
+            slots: vec![0; n],
             weights,
-            recs: Vec::new(),
-            free: Vec::new(),
-            arena: Words::new(3 * n),
+            recs: Recs {
+                recs: Vec::new(),
+                free: Vec::new(),
+            },
+            max_recs: max_recs.min(no_link),
+            arena: Vec::new(),
             alen: 0,
             heap: BinaryHeap::new(),
             next_id: 256,
             cursor: 0,
-            left_new: vec![UNSET; 256],
-            right_new: vec![UNSET; 256],
-            touched_left: Vec::new(),
-            touched_right: Vec::new(),
-            created: Vec::new(),
-            buf: Vec::new(),
+            pass: Pass {
+                left: vec![UNSET; 256],
+                right: vec![UNSET; 256],
+                touched_left: Vec::new(),
+                touched_right: Vec::new(),
+                created: Vec::new(),
+                buf: Vec::new(),
+            },
         };
-        e.slots.prefault(n);
         if e.initial_count(toks.take(n)) {
             Some(e)
         } else {
             None
-        }
-    }
-
-    /// The raw slot of position `p`.
-    #[inline(always)]
-    fn raw(&self, p: u32) -> u32 {
-        self.slots.get(p as usize)
-    }
-
-    /// The token at `p`; a deleted slot gives a value with [`DEL`] set (never a token).
-    #[inline(always)]
-    fn tok(&self, p: u32) -> u32 {
-        self.raw(p) & (DEL | self.tok_mask)
-    }
-
-    /// The token at live position `p` and the record of the pair that started at `p` when
-    /// last set.
-    #[inline(always)]
-    fn get(&self, p: u32) -> (u32, u32) {
-        let v = self.raw(p);
-        (v & (DEL | self.tok_mask), self.rec_of_link(v >> self.tb))
-    }
-
-    /// Sets the token of live position `p`, keeping its link.
-    #[inline(always)]
-    fn set_tok(&mut self, p: u32, t: u32) {
-        let v = self.raw(p);
-        self.slots.set(p as usize, (v & !self.tok_mask) | t);
-    }
-
-    /// Sets the record link of live position `p` (`NONE`: no record).
-    #[inline(always)]
-    fn set_rec(&mut self, p: u32, id: u32) {
-        let v = self.raw(p);
-        let link = if id == NONE { self.no_link } else { id };
-        self.slots.set(p as usize, (v & self.tok_mask) | (link << self.tb));
-    }
-
-    /// Marks position `p` deleted, pointing at position `to`.
-    #[inline(always)]
-    fn set_del(&mut self, p: u32, to: u32) {
-        self.slots.set(p as usize, DEL | to);
-    }
-
-    /// The record a link names, or `NONE`.
-    #[inline(always)]
-    fn rec_of_link(&self, link: u32) -> u32 {
-        if link == self.no_link {
-            NONE
-        } else {
-            link
-        }
-    }
-
-    /// The live position after live position `p`, or `n`.
-    #[inline(always)]
-    fn next(&self, p: u32) -> u32 {
-        let q = p + 1;
-        if q >= self.n {
-            return self.n;
-        }
-        let t = self.raw(q);
-        if t & DEL != 0 {
-            t & !DEL
-        } else {
-            q
-        }
-    }
-
-    /// The live position before live position `p`, or `NONE`.
-    #[inline(always)]
-    fn prev(&self, p: u32) -> u32 {
-        if p == 0 {
-            return NONE;
-        }
-        let q = p - 1;
-        let t = self.raw(q);
-        if t & DEL != 0 {
-            let v = t & !DEL;
-            // A run of one deleted slot stores the position after it (== p).
-            if v < q {
-                v
-            } else {
-                q - 1
-            }
-        } else {
-            q
-        }
-    }
-
-    /// Whether `(a, b)` currently occurs at `p` (`p` may be a dead entry).
-    #[inline(always)]
-    fn occurs(&self, p: u32, a: u32, b: u32) -> bool {
-        if self.tok(p) != a {
-            return false;
-        }
-        let q = self.next(p);
-        q < self.n && self.tok(q) == b
-    }
-
-    /// Deletes live slot `r`, the right half of a merge at `p`; `s` is the live slot after
-    /// it. The deleted run becomes `p+1..s`; its two ends record `s` and `p`.
-    #[inline(always)]
-    fn delete(&mut self, p: u32, r: u32, s: u32) {
-        // `r` may end up inside the run, where nothing else would overwrite its token, and
-        // a stale token there would make a dead list entry look live.
-        self.set_del(r, 0);
-        let g0 = p + 1;
-        let g1 = s - 1;
-        self.set_del(g0, s);
-        if g1 != g0 {
-            self.set_del(g1, p);
-        }
-    }
-
-    fn alloc_rec(&mut self, rec: Rec) -> u32 {
-        if let Some(id) = self.free.pop() {
-            self.recs[id as usize] = rec;
-            id
-        } else {
-            self.recs.push(rec);
-            (self.recs.len() - 1) as u32
-        }
-    }
-
-    fn release_rec(&mut self, id: u32) {
-        let r = &mut self.recs[id as usize];
-        r.a = NONE;
-        r.b = NONE;
-        r.count = 0;
-        self.free.push(id);
-    }
-
-    /// Advances the record's head to its first live entry and returns that position.
-    fn first_live(&mut self, id: u32) -> u32 {
-        let r = &self.recs[id as usize];
-        let (a, b, end) = (r.a, r.b, r.end);
-        let mut h = r.head;
-        while h < end && !self.occurs(self.arena.get(h as usize), a, b) {
-            h += 1;
-        }
-        self.recs[id as usize].head = h;
-        if h < end {
-            self.arena.get(h as usize)
-        } else {
-            NONE
         }
     }
 
@@ -299,9 +355,10 @@ impl<W: Weights> Small<W> {
     /// Both passes read `toks` (for `--split none`, the text itself), not the slots: the
     /// first version counted from the slots and took 18% of a taylorswift.txt run.
     fn initial_count(&mut self, toks: impl Iterator<Item = u32> + Clone) -> bool {
-        let n = self.n as usize;
-        let (sep, tb, no_link) = (self.sep, self.tb, self.no_link);
-        let slot = |t: u32, link: u32| (if t == SEP { sep } else { t }) | (link << tb);
+        let lay = self.lay;
+        let n = lay.n as usize;
+        let sep = lay.sep();
+        let slot = |t: u32, rec: u32| lay.live(if t == SEP { sep } else { t }, rec);
         let mut it = toks.clone();
         let Some(mut x) = it.next() else {
             return true;
@@ -329,27 +386,30 @@ impl<W: Weights> Small<W> {
             }
             x = y;
         }
-        // Room for every byte pair's position; untracked pairs' share is left unused.
-        self.arena.prefault(pairs);
+        // The arena's bound (module doc); pages never written are never faulted in.
+        self.arena = vec![0; 3 * n];
+        let arena = &mut self.arena[..pairs];
+        let slots = &mut self.slots[..];
+        let recs = &mut self.recs;
         let mut total = 0u32;
         let mut it = toks;
         let Some(mut x) = it.next() else {
             return true;
         };
         for (p, y) in it.enumerate() {
-            let mut link = no_link;
+            let mut id = NONE;
             if x < 256 && y < 256 {
                 let k = ((x << 8) | y) as usize;
                 let v = occ[k];
                 if v & FLAG != 0 {
-                    link = v & !FLAG;
+                    id = v & !FLAG;
                 } else {
                     let count = if W::UNIT { u64::from(v) } else { wsum[k] };
                     if count >= 2 {
-                        if self.recs.len() as u32 >= self.max_recs {
+                        if recs.recs.len() as u32 >= self.max_recs {
                             return false;
                         }
-                        link = self.alloc_rec(Rec {
+                        id = recs.alloc(Rec {
                             a: x,
                             b: y,
                             count,
@@ -357,26 +417,26 @@ impl<W: Weights> Small<W> {
                             end: total,
                         });
                         total += v;
-                        occ[k] = FLAG | link;
+                        occ[k] = FLAG | id;
                     }
                 }
-                if link != no_link {
-                    let r = &mut self.recs[link as usize];
-                    let at = r.end as usize;
+                if id != NONE {
+                    let r = &mut recs.recs[id as usize];
+                    arena[r.end as usize] = p as u32;
                     r.end += 1;
-                    self.arena.set(at, p as u32);
                 }
             }
-            self.slots.set(p, slot(x, link));
+            slots[p] = slot(x, id);
             x = y;
         }
-        self.slots.set(n - 1, slot(x, no_link));
+        slots[n - 1] = slot(x, NONE);
         self.alen = total as usize;
         let entries: Vec<_> = self
             .recs
+            .recs
             .iter()
             .enumerate()
-            .map(|(id, r)| (r.count, Reverse(self.arena.get(r.head as usize)), id as u32))
+            .map(|(id, r)| (r.count, Reverse(self.arena[r.head as usize]), id as u32))
             .collect();
         self.heap = BinaryHeap::from(entries);
         true
@@ -390,16 +450,13 @@ impl<W: Weights> Small<W> {
         num_merges: usize,
         on_merge: &mut dyn FnMut(&Merge),
     ) -> (Vec<Merge>, bool) {
-        let mut merges = Vec::with_capacity(num_merges.min(self.n as usize));
+        let mut merges = Vec::with_capacity(num_merges.min(self.lay.n as usize));
         while merges.len() < num_merges {
             let m = match self.pick() {
                 Some(id) => {
                     // A pass creates at most two records per occurrence of its pair.
-                    let r = &self.recs[id as usize];
-                    let need = 2 * u64::from(r.end - r.head);
-                    let room = u64::from(self.max_recs) - self.recs.len() as u64
-                        + self.free.len() as u64;
-                    if need > room {
+                    let r = &self.recs.recs[id as usize];
+                    if 2 * u64::from(r.end - r.head) > self.recs.room(self.max_recs) {
                         return (merges, false);
                     }
                     self.merge_tracked(id)
@@ -415,10 +472,26 @@ impl<W: Weights> Small<W> {
         (merges, true)
     }
 
+    /// Advances the record's head to its first live entry and returns that position.
+    fn first_live(&mut self, id: u32) -> u32 {
+        let r = &self.recs.recs[id as usize];
+        let (a, b, end) = (r.a, r.b, r.end as usize);
+        let mut h = r.head as usize;
+        while h < end && !self.lay.occurs(&self.slots, self.arena[h], a, b) {
+            h += 1;
+        }
+        self.recs.recs[id as usize].head = h as u32;
+        if h < end {
+            self.arena[h]
+        } else {
+            NONE
+        }
+    }
+
     /// Pops the heap until its top is current; that record is the pair to merge.
     fn pick(&mut self) -> Option<u32> {
         while let Some((count, Reverse(pos), id)) = self.heap.pop() {
-            let cur = self.recs[id as usize].count;
+            let cur = self.recs.recs[id as usize].count;
             if cur < 2 {
                 continue; // released slot
             }
@@ -434,118 +507,82 @@ impl<W: Weights> Small<W> {
         None
     }
 
-    /// Subtracts one occurrence of weight `w` from record `id` if it is `(a, b)`'s record
-    /// (the position's record link may be stale: then the pair is untracked).
-    #[inline(always)]
-    fn dec_old(&mut self, id: u32, a: u32, b: u32, w: u64) {
-        if id == NONE {
-            return;
-        }
-        let r = &mut self.recs[id as usize];
-        if r.a != a || r.b != b {
-            return;
-        }
-        r.count -= w;
-        if r.count < 2 {
-            self.release_rec(id);
-        }
-    }
-
-    /// Adds an occurrence at `pos` of the new pair `(a, b)`, found by `slot` in the left
-    /// (`(x, c)` by x) or right (`(c, y)` by y) cache.
-    #[inline(always)]
-    fn add_new(&mut self, left_side: bool, slot: u32, a: u32, b: u32, pos: u32, w: u64) {
-        let cache = if left_side {
-            &mut self.left_new
-        } else {
-            &mut self.right_new
-        };
-        let mut id = cache[slot as usize];
-        if id == UNSET {
-            id = self.alloc_rec(Rec {
-                a,
-                b,
-                count: 0,
-                head: 0,
-                end: 0,
-            });
-            if left_side {
-                self.touched_left.push(slot);
-                self.left_new[slot as usize] = id;
-            } else {
-                self.touched_right.push(slot);
-                self.right_new[slot as usize] = id;
-            }
-            self.created.push(id);
-        }
-        let r = &mut self.recs[id as usize];
-        r.count += w;
-        r.end += 1;
-        self.buf.push((id, pos));
-        self.set_rec(pos, id);
-    }
-
     /// Merges every occurrence of a tracked pair, left to right, updating neighbours.
     fn merge_tracked(&mut self, id: u32) -> Merge {
         let (a, b, count, head, end) = {
-            let r = &self.recs[id as usize];
+            let r = &self.recs.recs[id as usize];
             (r.a, r.b, r.count, r.head as usize, r.end as usize)
         };
         let c = self.next_id;
         self.next_id += 1;
         let size = self.next_id as usize + 1;
-        self.left_new.resize(size, UNSET);
-        self.right_new.resize(size, UNSET);
-        let n = self.n;
+        self.pass.left.resize(size, UNSET);
+        self.pass.right.resize(size, UNSET);
+        let lay = self.lay;
+        let n = lay.n;
+        let sep = lay.sep();
+        // Local borrows of disjoint fields: the loop keeps the slices in registers
+        // instead of reloading them through `self` after every store.
+        let slots = &mut self.slots[..];
+        let recs = &mut self.recs;
+        let pass = &mut self.pass;
+        let weights = &self.weights;
+        let list = &self.arena[head..end];
         let mut sink = 0u32;
-        for i in head..end {
-            let p = self.arena.get(i);
+        for (i, &p) in list.iter().enumerate() {
             // Touch the slot a few entries ahead: its miss overlaps with this entry's work
             // instead of stalling behind a branch that depends on it.
-            if i + PREFETCH < end {
-                sink = sink.wrapping_add(self.tok(self.arena.get(i + PREFETCH)));
+            if let Some(&ahead) = list.get(i + PREFETCH) {
+                sink = sink.wrapping_add(slots[ahead as usize]);
             }
-            if self.tok(p) != a {
+            let vp = slots[p as usize];
+            if lay.tok(vp) != a {
                 continue;
             }
-            let r = self.next(p);
+            let r = lay.next(slots, p);
             if r >= n {
                 continue;
             }
-            let (tr, rec_r) = self.get(r);
-            if tr != b {
+            let vr = slots[r as usize];
+            if lay.tok(vr) != b {
                 continue;
             }
-            let w = self.weights.at(p);
-            let s = self.next(r);
-            let l = self.prev(p);
+            let w = weights.at(p);
+            let s = lay.next(slots, r);
+            let l = lay.prev(slots, p);
             if l != NONE {
-                let (x, rec_l) = self.get(l);
-                if x != self.sep {
+                let vl = slots[l as usize];
+                let x = lay.tok(vl);
+                if x != sep {
                     if x == c {
                         // (c, a) was created by the previous occurrence in this pass.
-                        let lid = self.right_new[a as usize];
-                        self.recs[lid as usize].count -= w;
-                    } else if rec_l != id {
-                        self.dec_old(rec_l, x, a, w);
+                        let lid = pass.right[a as usize];
+                        recs.recs[lid as usize].count -= w;
+                    } else {
+                        let rec_l = lay.rec(vl);
+                        if rec_l != id {
+                            recs.dec_old(rec_l, x, a, w);
+                        }
                     }
-                    self.add_new(true, x, x, c, l, w);
+                    let nid = pass.add(recs, true, x, (x, c), l, w);
+                    slots[l as usize] = lay.with_rec(vl, nid);
                 }
             }
             if s < n {
-                let y = self.tok(s);
-                if y != self.sep {
+                let y = lay.tok(slots[s as usize]);
+                if y != sep {
+                    let rec_r = lay.rec(vr);
                     if rec_r != id {
-                        self.dec_old(rec_r, b, y, w);
+                        recs.dec_old(rec_r, b, y, w);
                     }
-                    self.add_new(false, y, c, y, p, w);
+                    let nid = pass.add(recs, false, y, (c, y), p, w);
+                    slots[p as usize] = lay.with_rec(slots[p as usize], nid);
                 }
             }
-            self.set_tok(p, c);
-            self.delete(p, r, s);
+            lay.merge_at(slots, p, r, s, c);
         }
         std::hint::black_box(sink);
-        self.release_rec(id);
+        self.recs.release(id);
         self.finish_pass(head as u32, end as u32);
         Merge {
             pair: (a, b),
@@ -558,9 +595,10 @@ impl<W: Weights> Small<W> {
     /// The merged pair's list `arena[hole..hole_end]` is free space for the new lists.
     fn finish_pass(&mut self, mut hole: u32, hole_end: u32) {
         let mut total = self.alen as u32;
-        for i in 0..self.created.len() {
-            let id = self.created[i];
-            let r = &mut self.recs[id as usize];
+        let recs = &mut self.recs;
+        let pass = &mut self.pass;
+        for &id in &pass.created {
+            let r = &mut recs.recs[id as usize];
             if r.count >= 2 {
                 let len = r.end;
                 if len <= hole_end - hole {
@@ -572,71 +610,71 @@ impl<W: Weights> Small<W> {
                 }
                 r.end = r.head;
             } else {
-                self.release_rec(id);
+                recs.release(id);
             }
         }
         self.alen = total as usize;
-        self.arena.prefault(self.alen);
-        for &(id, pos) in &self.buf {
-            let r = &mut self.recs[id as usize];
-            // Released records (count < 2) are free slots: `a == NONE`; a slot freed
-            // this pass is never reused before this point.
+        let arena = &mut self.arena[..];
+        for &(id, pos) in &pass.buf {
+            let r = &mut recs.recs[id as usize];
+            // Released records (count < 2) are free slots: `a == NONE`; a slot freed this
+            // pass is never reused before this point.
             if r.a != NONE {
-                let at = r.end as usize;
+                arena[r.end as usize] = pos;
                 r.end += 1;
-                self.arena.set(at, pos);
             }
         }
-        for &id in &self.created {
-            let r = &self.recs[id as usize];
+        for &id in &pass.created {
+            let r = &recs.recs[id as usize];
             if r.a != NONE {
                 // The first entry may be dead (a transient (c, a)); an earlier position
                 // only makes the key an upper bound, which `pick` corrects.
-                let first = self.arena.get(r.head as usize);
-                self.heap.push((r.count, Reverse(first), id));
+                self.heap.push((r.count, Reverse(arena[r.head as usize]), id));
             }
         }
-        self.created.clear();
-        self.buf.clear();
-        for &x in &self.touched_left {
-            self.left_new[x as usize] = UNSET;
+        pass.created.clear();
+        pass.buf.clear();
+        for &x in &pass.touched_left {
+            pass.left[x as usize] = UNSET;
         }
-        for &y in &self.touched_right {
-            self.right_new[y as usize] = UNSET;
+        for &y in &pass.touched_right {
+            pass.right[y as usize] = UNSET;
         }
-        self.touched_left.clear();
-        self.touched_right.clear();
+        pass.touched_left.clear();
+        pass.touched_right.clear();
     }
 
     /// Merges the leftmost pair of the sequence; used once every pair has count 1 (then no
     /// pair is tracked, and every pair a merge creates has count 1 too).
     fn merge_leftmost(&mut self) -> Option<Merge> {
-        let n = self.n;
+        let lay = self.lay;
+        let (n, sep) = (lay.n, lay.sep());
+        let slots = &mut self.slots[..];
+        let tok = |slots: &[u32], p: u32| lay.tok(slots[p as usize]);
         let mut p = self.cursor;
         loop {
             if p >= n {
                 self.cursor = p;
                 return None;
             }
-            if self.tok(p) == self.sep {
+            if tok(slots, p) == sep {
                 p += 1;
                 continue;
             }
-            let r = self.next(p);
-            if r < n && self.tok(r) != self.sep {
+            let r = lay.next(slots, p);
+            if r < n && tok(slots, r) != sep {
                 break;
             }
             p = r;
         }
         self.cursor = p;
-        let r = self.next(p);
-        let s = self.next(r);
-        let (a, b) = (self.tok(p), self.tok(r));
+        let r = lay.next(slots, p);
+        let s = lay.next(slots, r);
+        let (a, b) = (tok(slots, p), tok(slots, r));
         let c = self.next_id;
         self.next_id += 1;
         let count = self.weights.at(p);
-        self.set_tok(p, c);
-        self.delete(p, r, s);
+        lay.merge_at(slots, p, r, s, c);
         Some(Merge {
             pair: (a, b),
             id: c,
