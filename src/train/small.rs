@@ -57,7 +57,11 @@ use super::Merge;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// Inputs with fewer positions than this train here; longer ones in `engine`.
+/// Inputs with fewer positions than this train here; longer ones in `engine`. Measured
+/// (CPU s, this engine vs `engine`, prefixes of the 27 MB mixed text): 0.9 MB to vocab
+/// 4096: 0.06 vs 0.11; 2 MB: 0.18-0.24 vs 0.34; 4 MB: 0.63-0.69 vs 0.73-0.77; to vocab
+/// 32768 equal from 0.9 MB on, with more memory here (lists are never compacted). The
+/// limit stays where `engine`'s huge pages and second counting thread start to pay.
 pub(super) const SMALL_MAX: usize = 1 << 20;
 /// How many list entries ahead the merge loop touches the token array.
 const PREFETCH: usize = 16;
