@@ -51,6 +51,9 @@
 //!   merge loop's samples): the slots' cache lines come from memory.
 //! - In process (warm allocator, no page faults), the set-up is 0.72 ms and the merges
 //!   3.1 ms: 129 k list entries (107 k merged occurrences) at ~24 ns each.
+//! - Keeping new pairs below a quarter of the creating merge's count out of the heap
+//!   until the top falls to their level (8.5 k heap pushes saved): no measurable change
+//!   (in process 3.9-4.3 ms per call either way). Not kept.
 
 use super::engine::{Weights, DEL, NONE, SEP};
 use super::Merge;
