@@ -64,12 +64,19 @@ fn main() -> ExitCode {
                 "--split and --special apply to BPE models only",
             ));
         }
+        // Only word models and split modes use threads. Asking the system for its cores
+        // reads cgroup files (a dozen system calls) that a `--split none` run skips.
+        let threads = if model_type == ModelType::Word || split.is_some() {
+            args.threads.count()
+        } else {
+            1
+        };
         let config = TrainConfig {
             model_type,
             vocab_size: args.vocab_size,
             split,
             specials: args.special.clone(),
-            threads: args.threads.count(),
+            threads,
             no_mmap: args.common.no_mmap,
         };
         let mut out = Output::create(args.common.output.as_deref())?;

@@ -4,15 +4,35 @@
 use std::collections::HashMap;
 use toksuite::model::SplitSpec;
 use toksuite::pretokenize::{Splitter, GPT4_PATTERN};
-use toksuite::train::{train_bytes, train_chunks, Merge};
+use toksuite::train::{
+    train_bytes, train_bytes_with, train_chunks, train_chunks_with, EngineChoice, Merge,
+};
 
 /// A merge as the naive trainers report it: (left, right, count).
 type M = (u32, u32, u64);
+
+/// Both engines must give the same merges (small inputs take the small engine by default,
+/// so forcing each one keeps the large engine under the same tests), and so must the small
+/// engine when it runs out of record links and hands the rest to the large one (at the
+/// start with a cap of 1, usually in mid-run with 12 or 40).
+const ENGINES: [EngineChoice; 5] = [
+    EngineChoice::Small,
+    EngineChoice::Large,
+    EngineChoice::SmallCapped(1),
+    EngineChoice::SmallCapped(12),
+    EngineChoice::SmallCapped(40),
+];
 
 fn fast_bytes(text: &[u8], vocab: usize) -> Vec<M> {
     let mut seen = Vec::new();
     let out = train_bytes(text, vocab, &mut |m: &Merge| seen.push(*m));
     assert_eq!(out, seen, "on_merge must see every merge, in order");
+    for choice in ENGINES {
+        let mut calls = 0usize;
+        let forced = train_bytes_with(choice, text, vocab, &mut |_| calls += 1);
+        assert_eq!(forced, out, "{choice:?} engine differs");
+        assert_eq!(calls, out.len());
+    }
     for (i, m) in out.iter().enumerate() {
         assert_eq!(m.id, 256 + i as u32);
     }
@@ -23,6 +43,10 @@ fn fast_chunks(chunks: &[(&[u8], u64)], vocab: usize) -> Vec<M> {
     let mut calls = 0usize;
     let out = train_chunks(chunks.iter().copied(), vocab, &mut |_| calls += 1);
     assert_eq!(out.len(), calls);
+    for choice in ENGINES {
+        let forced = train_chunks_with(choice, chunks.iter().copied(), vocab, &mut |_| {});
+        assert_eq!(forced, out, "{choice:?} engine differs");
+    }
     for (i, m) in out.iter().enumerate() {
         assert_eq!(m.id, 256 + i as u32);
     }
@@ -331,4 +355,18 @@ fn long_runs_and_large_text_match_naive() {
         .chain((0..20000).map(|_| b"ab c"[rng.below(4)]));
     let big: Vec<u8> = big.collect();
     assert_eq!(fast_bytes(&big, 400), naive_bytes(&big, 400));
+}
+
+#[test]
+fn engines_agree_past_the_small_limit() {
+    // Above 2^20 positions the default is the large engine; the small one must agree there
+    // too (chunked: the separators count as positions).
+    let mut rng = Rng(1234);
+    let text: Vec<u8> = (0..(1 << 20) + 5000)
+        .map(|_| b"abcdefgh "[rng.below(9)])
+        .collect();
+    let auto = fast_bytes(&text, 600);
+    assert_eq!(auto.len(), 344);
+    let pieces: Vec<(&[u8], u64)> = text.chunks(7).map(|c| (c, 1 + c[0] as u64 % 3)).collect();
+    fast_chunks(&pieces, 600);
 }

@@ -19,12 +19,15 @@ const UNSET: u32 = u32::MAX - 1;
 
 /// The weight of the occurrence of a pair starting at a position.
 pub(super) trait Weights: Sync {
+    /// Every weight is 1 (so a weighted count is an occurrence count).
+    const UNIT: bool = false;
     fn at(&self, p: u32) -> u64;
 }
 
 /// Every occurrence counts once (`--split none`).
 pub(super) struct Unit;
 impl Weights for Unit {
+    const UNIT: bool = true;
     #[inline(always)]
     fn at(&self, _p: u32) -> u64 {
         1

@@ -53,14 +53,18 @@
 //! - The initial pair count runs on both cores (two shards, summed: deterministic). The
 //!   merge loop is sequential; splitting large passes over two threads (per-thread count
 //!   deltas, boundary occurrences settled in order) is the next step for speed.
-//! - taylorswift.txt to 512 merges: under 10 ms. `train_chunks` on the 141 k distinct
+//! - Inputs below 2^20 positions train in `small`, the same algorithm laid out for a short
+//!   run (one list arena, 4-byte slots; see its notes): taylorswift.txt to 512 merges,
+//!   whole process, 8.5 -> 5.7 ms CPU. `train_chunks` on the 141 k distinct
 //!   GPT-4 chunks (1.4 MB) of the 27 MB text to 32768: ~0.4 CPU s.
 
 mod engine;
 mod slots;
+mod small;
 
 use engine::{Engine, PerPos, Unit, SEP};
 use slots::Slots;
+use small::{Small, SMALL_MAX};
 
 /// One learned merge: the pair, the new id (256 + index), and the pair's count when learned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,15 +89,94 @@ pub const MAX_TRAIN_LEN: usize = (1 << 31) - 1024;
 /// # Panics
 /// If `text` is longer than [`MAX_TRAIN_LEN`].
 pub fn train_bytes(text: &[u8], vocab_size: usize, on_merge: &mut dyn FnMut(&Merge)) -> Vec<Merge> {
+    train_bytes_with(EngineChoice::Auto, text, vocab_size, on_merge)
+}
+
+/// Which merge engine trains: by input length (`Auto`), or forced, so that tests hold
+/// both engines to the naive trainer on the same small inputs. Not a stable interface.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// `Small` below 2^20 positions (`small::SMALL_MAX`), `Large` from there.
+    Auto,
+    /// One arena for all occurrence lists, 4-byte slots, pre-faulted memory, one thread;
+    /// hands over to `Large` if its slots cannot link all the records a run needs.
+    Small,
+    /// `Small` with at most this many live records, so tests reach the hand-over.
+    SmallCapped(u32),
+    /// Huge-page slots, compacted per-pair lists, two-thread initial count.
+    Large,
+}
+
+impl EngineChoice {
+    /// The small engine's record limit for an input of `len` positions, if it trains it.
+    fn small(self, len: usize) -> Option<u32> {
+        match self {
+            EngineChoice::Auto if len < SMALL_MAX => Some(u32::MAX),
+            EngineChoice::Small => Some(u32::MAX),
+            EngineChoice::SmallCapped(cap) => Some(cap),
+            _ => None,
+        }
+    }
+}
+
+/// Runs the small engine if `choice` says so. `Ok(merges)` when it finished; otherwise
+/// how many merges it learned (and reported), which the large engine must not report again.
+fn try_small<W: engine::Weights>(
+    choice: EngineChoice,
+    n: usize,
+    toks: impl Iterator<Item = u32> + Clone,
+    weights: impl FnOnce() -> W,
+    num_merges: usize,
+    on_merge: &mut dyn FnMut(&Merge),
+) -> Result<Vec<Merge>, usize> {
+    let Some(cap) = choice.small(n) else {
+        return Err(0);
+    };
+    let Some(small) = Small::new(n, toks, weights(), num_merges, cap) else {
+        return Err(0);
+    };
+    match small.run(num_merges, on_merge) {
+        (merges, true) => Ok(merges),
+        (merges, false) => Err(merges.len()),
+    }
+}
+
+/// `on_merge` without its first `skip` calls.
+fn skipping(skip: usize, on_merge: &mut dyn FnMut(&Merge)) -> impl FnMut(&Merge) + '_ {
+    let mut seen = 0usize;
+    move |m: &Merge| {
+        if seen >= skip {
+            on_merge(m);
+        }
+        seen += 1;
+    }
+}
+
+/// [`train_bytes`] on the engine `choice` names.
+#[doc(hidden)]
+pub fn train_bytes_with(
+    choice: EngineChoice,
+    text: &[u8],
+    vocab_size: usize,
+    on_merge: &mut dyn FnMut(&Merge),
+) -> Vec<Merge> {
     assert!(
         text.len() <= MAX_TRAIN_LEN,
         "training input longer than {MAX_TRAIN_LEN} bytes"
     );
+    let num_merges = vocab_size.saturating_sub(256);
+    let toks = text.iter().map(|&b| u32::from(b));
+    let skip = match try_small(choice, text.len(), toks, || Unit, num_merges, on_merge) {
+        Ok(merges) => return merges,
+        Err(skip) => skip,
+    };
     let mut slots = Slots::new(text.len());
     for (p, &b) in text.iter().enumerate() {
         slots.set_tok(p as u32, u32::from(b));
     }
-    Engine::new(slots, text.len() as u32, Unit).run(vocab_size.saturating_sub(256), on_merge)
+    let engine = Engine::new(slots, text.len() as u32, Unit);
+    engine.run(num_merges, &mut skipping(skip, on_merge))
 }
 
 /// Chunked training (regex split modes): distinct chunks in FIRST-APPEARANCE order with
@@ -106,6 +189,17 @@ pub fn train_bytes(text: &[u8], vocab_size: usize, on_merge: &mut dyn FnMut(&Mer
 /// If the chunks of weight > 0 and length >= 2, plus one byte each, exceed
 /// [`MAX_TRAIN_LEN`].
 pub fn train_chunks<'a>(
+    chunks: impl IntoIterator<Item = (&'a [u8], u64)>,
+    vocab_size: usize,
+    on_merge: &mut dyn FnMut(&Merge),
+) -> Vec<Merge> {
+    train_chunks_with(EngineChoice::Auto, chunks, vocab_size, on_merge)
+}
+
+/// [`train_chunks`] on the engine `choice` names.
+#[doc(hidden)]
+pub fn train_chunks_with<'a>(
+    choice: EngineChoice,
     chunks: impl IntoIterator<Item = (&'a [u8], u64)>,
     vocab_size: usize,
     on_merge: &mut dyn FnMut(&Merge),
@@ -125,8 +219,28 @@ pub fn train_chunks<'a>(
         len <= MAX_TRAIN_LEN,
         "training chunks longer than {MAX_TRAIN_LEN} bytes in all"
     );
-    let mut slots = Slots::new(len);
+    let num_merges = vocab_size.saturating_sub(256);
+    // The chunks' tokens with a separator between chunks, and each position's weight.
+    let toks = kept.iter().enumerate().flat_map(|(i, &(chunk, _))| {
+        let sep = (i > 0).then_some(SEP);
+        sep.into_iter().chain(chunk.iter().map(|&b| u32::from(b)))
+    });
+    let weights = || {
+        let mut weights: Vec<u64> = Vec::with_capacity(len);
+        for (i, &(chunk, w)) in kept.iter().enumerate() {
+            if i > 0 {
+                weights.push(0);
+            }
+            weights.extend(std::iter::repeat_n(w, chunk.len()));
+        }
+        PerPos(weights)
+    };
+    let skip = match try_small(choice, len, toks, weights, num_merges, on_merge) {
+        Ok(merges) => return merges,
+        Err(skip) => skip,
+    };
     let mut weights: Vec<u64> = Vec::with_capacity(len);
+    let mut slots = Slots::new(len);
     for (i, &(chunk, w)) in kept.iter().enumerate() {
         if i > 0 {
             slots.set_tok(weights.len() as u32, SEP);
@@ -139,5 +253,6 @@ pub fn train_chunks<'a>(
     }
     drop(kept);
     let n = len as u32;
-    Engine::new(slots, n, PerPos(weights)).run(vocab_size.saturating_sub(256), on_merge)
+    let engine = Engine::new(slots, n, PerPos(weights));
+    engine.run(num_merges, &mut skipping(skip, on_merge))
 }

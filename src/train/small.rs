@@ -1,0 +1,720 @@
+//! The merge engine for small inputs: `engine`'s algorithm (same records, same lazy heap,
+//! same gap-encoded deletions, so the same merges) laid out for a short run, where page
+//! faults and allocations, not random access, are what a run costs.
+//!
+//! # What differs from `engine`, and why
+//! - All occurrence lists live in ONE arena, each a range: a list is written once (the
+//!   initial count, or the pass that creates its pair) and afterwards only loses entries, so
+//!   it never needs to grow. That replaces a `Vec` per pair (a malloc and a free each, tens
+//!   of thousands per run) and the per-pass `Vec<Vec<_>>` of new lists. Lists are never
+//!   compacted: a dead entry is skipped at most twice (by `first_live`, then by the merge
+//!   of its pair), and the arena is bounded (below).
+//! - A new pair's count lives in its record from the start; a record whose count falls
+//!   below 2 is released at once (its pair is never re-created, so a stale position link
+//!   to a reused record never matches its pair).
+//! - One 4-byte slot per position instead of 8: a live slot packs the token (the low
+//!   `tb` bits, enough for the vocabulary and the separator) and its record link (the
+//!   rest); a deleted slot holds the flag and a position, as in `engine` (its link is
+//!   never read). Random access into this array is what the merge loop waits on, and half
+//!   the bytes is half the cache lines and pages. The link field bounds the number of live
+//!   records: when a pass could run out, the run stops and `train` finishes it on `engine`
+//!   (exact either way; only inputs with very many distinct pairs and large vocabularies
+//!   get there).
+//! - Slots and arena are plain `Vec`s, and the merge loop works on them as local slices
+//!   (see the performance notes), counting uses one thread.
+//!
+//! # Arena bound
+//! The initial lists hold at most `n - 1` entries. A pass adds at most two entries per
+//! merged occurrence, and each merged occurrence deletes a position, so all passes add at
+//! most `2 (n - 1)`: the arena never exceeds `3 n` entries. New lists go first into the
+//! range the merged pair's list leaves free, then at the end.
+//!
+//! # Performance notes
+//! Measured on the project machine (2-core VM, shared: CPU times quoted, minimum of
+//! alternating runs), taylorswift.txt (185,768 bytes) to vocab 512, whole `bpe-train`
+//! process (`perf stat -r 30`, user + sys): `engine` 8.5 ms; this engine 5.7 ms, of which
+//! process start 1.35 ms (`/bin/true`: 0.74), set-up 1.3 ms, the 256 merges 3.0 ms.
+//! - A run's pages cost about 1-1.8 us each (fault, zeroing, teardown at exit; a test
+//!   program touching 500 fresh pages took 0.9 ms more CPU): 823 faults here, 145 of them
+//!   process start. Hence 4-byte slots, one arena, and lists reusing freed ranges.
+//! - Pre-faulting the slots and the arena (`MAP_POPULATE`, `MADV_POPULATE_WRITE`) cut the
+//!   fault count from 1114 to 367 but not the time (7.3 vs 7.2 ms): populating costs what
+//!   the faults did. Not kept.
+//! - 8-byte slots (token, link) -> 4-byte packed slots: 7.6 -> 6.7 ms.
+//! - Initial count from the tokens instead of the slots, slots written once: 6.8 -> 6.0 ms.
+//! - Merge loop on local slices of disjoint fields instead of `self` methods (which
+//!   reloaded the slices after each store): 5.9 -> 5.7 ms.
+//! - Touching the slot 16 list entries ahead (a plain load; prefetch intrinsics need
+//!   `unsafe`, `core::hint::prefetch_read` is unstable): in process 6.2 -> 5.5 ms per
+//!   call; 4 or 8 ahead helped less, 24 or 32 no more. Touching a whole block of 8, 16 or
+//!   32 entries ahead at once instead: no better. That load still stalls (a quarter of the
+//!   merge loop's samples): the slots' cache lines come from memory.
+//! - In process (warm allocator, no page faults), the set-up is 0.72 ms and the merges
+//!   3.1 ms: 129 k list entries (107 k merged occurrences) at ~24 ns each.
+//! - Keeping new pairs below a quarter of the creating merge's count out of the heap
+//!   until the top falls to their level (8.5 k heap pushes saved): no measurable change
+//!   (in process 3.9-4.3 ms per call either way). Not kept.
+
+use super::engine::{Weights, DEL, NONE, SEP};
+use super::Merge;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Inputs with fewer positions than this train here; longer ones in `engine`. Measured
+/// (CPU s, this engine vs `engine`, prefixes of the 27 MB mixed text): 0.9 MB to vocab
+/// 4096: 0.06 vs 0.11; 2 MB: 0.18-0.24 vs 0.34; 4 MB: 0.63-0.69 vs 0.73-0.77; to vocab
+/// 32768 equal from 0.9 MB on, with more memory here (lists are never compacted). The
+/// limit stays where `engine`'s huge pages and second counting thread start to pay.
+pub(super) const SMALL_MAX: usize = 1 << 20;
+/// How many list entries ahead the merge loop touches the token array.
+const PREFETCH: usize = 16;
+/// Per-pass cache slot not filled yet.
+const UNSET: u32 = u32::MAX - 1;
+
+/// A tracked pair (weighted count >= 2), its list `arena[head..end]`. Free: `a == NONE`.
+/// While its creating pass runs, `end` counts the entries it will get.
+struct Rec {
+    a: u32,
+    b: u32,
+    count: u64,
+    head: u32,
+    end: u32,
+}
+
+/// The slot layout and the sequence operations on it (gap-encoded deletions as in
+/// `engine`), over the slot array passed in, so hot loops can hold it as a local slice.
+#[derive(Clone, Copy)]
+struct Lay {
+    n: u32,
+    /// Bits of a live slot that hold the token.
+    tb: u32,
+    /// `(1 << tb) - 1`; as a token, the separator.
+    tok_mask: u32,
+    /// The "no record" link, all ones in the link bits.
+    no_link: u32,
+}
+
+impl Lay {
+    /// The separator token.
+    #[inline(always)]
+    fn sep(self) -> u32 {
+        self.tok_mask
+    }
+
+    /// The token of slot value `v`; a deleted slot gives a value with [`DEL`] set.
+    #[inline(always)]
+    fn tok(self, v: u32) -> u32 {
+        v & (DEL | self.tok_mask)
+    }
+
+    /// The record linked from live slot value `v`, or `NONE`.
+    #[inline(always)]
+    fn rec(self, v: u32) -> u32 {
+        let link = v >> self.tb;
+        if link == self.no_link {
+            NONE
+        } else {
+            link
+        }
+    }
+
+    /// A live slot value.
+    #[inline(always)]
+    fn live(self, t: u32, rec: u32) -> u32 {
+        let link = if rec == NONE { self.no_link } else { rec };
+        t | (link << self.tb)
+    }
+
+    /// `v` with its token replaced by `t`.
+    #[inline(always)]
+    fn with_tok(self, v: u32, t: u32) -> u32 {
+        (v & !self.tok_mask) | t
+    }
+
+    /// `v` with its record link replaced by `rec`.
+    #[inline(always)]
+    fn with_rec(self, v: u32, rec: u32) -> u32 {
+        (v & self.tok_mask) | (rec << self.tb)
+    }
+
+    /// The live position after live position `p`, or `n`.
+    #[inline(always)]
+    fn next(self, slots: &[u32], p: u32) -> u32 {
+        let q = p + 1;
+        if q >= self.n {
+            return self.n;
+        }
+        let t = slots[q as usize];
+        if t & DEL != 0 {
+            t & !DEL
+        } else {
+            q
+        }
+    }
+
+    /// The live position before live position `p`, or `NONE`.
+    #[inline(always)]
+    fn prev(self, slots: &[u32], p: u32) -> u32 {
+        if p == 0 {
+            return NONE;
+        }
+        let q = p - 1;
+        let t = slots[q as usize];
+        if t & DEL != 0 {
+            let v = t & !DEL;
+            // A run of one deleted slot stores the position after it (== p).
+            if v < q {
+                v
+            } else {
+                q - 1
+            }
+        } else {
+            q
+        }
+    }
+
+    /// Whether `(a, b)` currently occurs at `p` (`p` may be a dead entry).
+    #[inline(always)]
+    fn occurs(self, slots: &[u32], p: u32, a: u32, b: u32) -> bool {
+        if self.tok(slots[p as usize]) != a {
+            return false;
+        }
+        let q = self.next(slots, p);
+        q < self.n && self.tok(slots[q as usize]) == b
+    }
+
+    /// Merges at live `p` (its pair ends at live `r`, `s` is the live slot after `r`):
+    /// writes `c` at `p`, keeping its link, and deletes `r`. The deleted run becomes
+    /// `p+1..s`; its two ends record `s` and `p`.
+    #[inline(always)]
+    fn merge_at(self, slots: &mut [u32], p: u32, r: u32, s: u32, c: u32) {
+        slots[p as usize] = self.with_tok(slots[p as usize], c);
+        // `r` may end up inside the run, where nothing else would overwrite its token, and
+        // a stale token there would make a dead list entry look live.
+        slots[r as usize] = DEL;
+        let g0 = p + 1;
+        let g1 = s - 1;
+        slots[g0 as usize] = DEL | s;
+        if g1 != g0 {
+            slots[g1 as usize] = DEL | p;
+        }
+    }
+}
+
+/// The records and the free list of released record slots.
+struct Recs {
+    recs: Vec<Rec>,
+    free: Vec<u32>,
+}
+
+impl Recs {
+    #[inline(always)]
+    fn alloc(&mut self, rec: Rec) -> u32 {
+        if let Some(id) = self.free.pop() {
+            self.recs[id as usize] = rec;
+            id
+        } else {
+            self.recs.push(rec);
+            (self.recs.len() - 1) as u32
+        }
+    }
+
+    #[inline(always)]
+    fn release(&mut self, id: u32) {
+        let r = &mut self.recs[id as usize];
+        r.a = NONE;
+        r.b = NONE;
+        r.count = 0;
+        self.free.push(id);
+    }
+
+    /// Record ids that can still be handed out below `max`.
+    fn room(&self, max: u32) -> u64 {
+        (u64::from(max) + self.free.len() as u64).saturating_sub(self.recs.len() as u64)
+    }
+
+    /// Subtracts one occurrence of weight `w` from record `id` if it is `(a, b)`'s record
+    /// (the position's link may be stale: then the pair is untracked).
+    #[inline(always)]
+    fn dec_old(&mut self, id: u32, a: u32, b: u32, w: u64) {
+        if id == NONE {
+            return;
+        }
+        let r = &mut self.recs[id as usize];
+        if r.a != a || r.b != b {
+            return;
+        }
+        r.count -= w;
+        if r.count < 2 {
+            self.release(id);
+        }
+    }
+}
+
+/// The current pass's new pairs: records by neighbour token, and their occurrences.
+struct Pass {
+    /// Record of the new pair `(x, c)` by `x`, or [`UNSET`].
+    left: Vec<u32>,
+    /// Record of the new pair `(c, y)` by `y`, or [`UNSET`].
+    right: Vec<u32>,
+    touched_left: Vec<u32>,
+    touched_right: Vec<u32>,
+    /// Records of the pairs the pass created, in creation order.
+    created: Vec<u32>,
+    /// (record, position) of every new occurrence, in position order.
+    buf: Vec<(u32, u32)>,
+}
+
+impl Pass {
+    /// Adds an occurrence of weight `w` at `pos` of the new pair `(a, b)`, found by `key`
+    /// in the left (`(x, c)` by x) or right (`(c, y)` by y) cache; returns its record.
+    #[inline(always)]
+    fn add(
+        &mut self,
+        recs: &mut Recs,
+        left: bool,
+        key: u32,
+        pair: (u32, u32),
+        pos: u32,
+        w: u64,
+    ) -> u32 {
+        let cache = if left {
+            &mut self.left
+        } else {
+            &mut self.right
+        };
+        let mut id = cache[key as usize];
+        if id == UNSET {
+            id = recs.alloc(Rec {
+                a: pair.0,
+                b: pair.1,
+                count: 0,
+                head: 0,
+                end: 0,
+            });
+            cache[key as usize] = id;
+            if left {
+                self.touched_left.push(key);
+            } else {
+                self.touched_right.push(key);
+            }
+            self.created.push(id);
+        }
+        let r = &mut recs.recs[id as usize];
+        r.count += w;
+        r.end += 1;
+        self.buf.push((id, pos));
+        id
+    }
+}
+
+pub(super) struct Small<W: Weights> {
+    lay: Lay,
+    /// Per position: token (low `tb` bits) and the record of the pair starting there when
+    /// last set (the bits above), or [`DEL`] and a position.
+    slots: Vec<u32>,
+    weights: W,
+    recs: Recs,
+    /// Record ids stay below this.
+    max_recs: u32,
+    arena: Vec<u32>,
+    /// Entries in use at the front of `arena`.
+    alen: usize,
+    heap: BinaryHeap<(u64, Reverse<u32>, u32)>,
+    next_id: u32,
+    /// Leftmost position that may start a pair, for the all-counts-are-1 phase.
+    cursor: u32,
+    pass: Pass,
+}
+
+impl<W: Weights> Small<W> {
+    /// An engine over the `n` tokens `toks` (bytes and [`SEP`]), for at most `num_merges`
+    /// merges, with at most `max_recs` live records (tests lower it). `None` when the
+    /// vocabulary does not fit the slot layout or the byte pairs alone need more records
+    /// than it links: then nothing was learned, and `engine` must do the work.
+    pub(super) fn new(
+        n: usize,
+        toks: impl Iterator<Item = u32> + Clone,
+        weights: W,
+        num_merges: usize,
+        max_recs: u32,
+    ) -> Option<Small<W>> {
+        // Ids stay below 256 + merges, and a run learns fewer merges than positions.
+        let vocab = 256 + num_merges.min(n) as u64;
+        // Token bits: room for every id and the separator (all ones) above them.
+        let tb = 64 - vocab.leading_zeros();
+        if tb > 20 {
+            return None;
+        }
+        let no_link = (1u32 << (31 - tb)) - 1;
+        let lay = Lay {
+            n: n as u32,
+            tb,
+            tok_mask: (1u32 << tb) - 1,
+            no_link,
+        };
+        let mut e = Small {
+            lay,
+            slots: vec![0; n],
+            weights,
+            recs: Recs {
+                recs: Vec::new(),
+                free: Vec::new(),
+            },
+            max_recs: max_recs.min(no_link),
+            arena: Vec::new(),
+            alen: 0,
+            heap: BinaryHeap::new(),
+            next_id: 256,
+            cursor: 0,
+            pass: Pass {
+                left: vec![UNSET; 256],
+                right: vec![UNSET; 256],
+                touched_left: Vec::new(),
+                touched_right: Vec::new(),
+                created: Vec::new(),
+                buf: Vec::new(),
+            },
+        };
+        if e.initial_count(toks.take(n)) {
+            Some(e)
+        } else {
+            None
+        }
+    }
+
+    /// Fills the slots from `toks`, counts all byte pairs and builds the tracked records,
+    /// their lists in the arena (a counting sort of the positions by pair) and the heap.
+    /// False if the tracked pairs need more than `max_recs` records.
+    ///
+    /// Both passes read `toks` (for `--split none`, the text itself), not the slots: the
+    /// first version counted from the slots and took 18% of a taylorswift.txt run.
+    fn initial_count(&mut self, toks: impl Iterator<Item = u32> + Clone) -> bool {
+        let lay = self.lay;
+        let n = lay.n as usize;
+        let sep = lay.sep();
+        let slot = |t: u32, rec: u32| lay.live(if t == SEP { sep } else { t }, rec);
+        let mut it = toks.clone();
+        let Some(mut x) = it.next() else {
+            return true;
+        };
+        // Occurrences per byte pair; a pair's entry becomes `FLAG | record` when its first
+        // position is met in the second pass. Only the entries of pairs that occur are
+        // touched: a full sweep of the 65,536 entries cost 64 page faults and a loop, which
+        // is most of a run on a tiny input.
+        const FLAG: u32 = 1 << 31;
+        let mut occ = vec![0u32; 1 << 16];
+        let mut wsum = if W::UNIT {
+            Vec::new()
+        } else {
+            vec![0u64; 1 << 16]
+        };
+        let mut pairs = 0usize;
+        for (p, y) in it.enumerate() {
+            if x < 256 && y < 256 {
+                let k = ((x << 8) | y) as usize;
+                occ[k] += 1;
+                pairs += 1;
+                if !W::UNIT {
+                    wsum[k] += self.weights.at(p as u32);
+                }
+            }
+            x = y;
+        }
+        // The arena's bound (module doc); pages never written are never faulted in.
+        self.arena = vec![0; 3 * n];
+        let arena = &mut self.arena[..pairs];
+        let slots = &mut self.slots[..];
+        let recs = &mut self.recs;
+        let mut total = 0u32;
+        let mut it = toks;
+        let Some(mut x) = it.next() else {
+            return true;
+        };
+        for (p, y) in it.enumerate() {
+            let mut id = NONE;
+            if x < 256 && y < 256 {
+                let k = ((x << 8) | y) as usize;
+                let v = occ[k];
+                if v & FLAG != 0 {
+                    id = v & !FLAG;
+                } else {
+                    let count = if W::UNIT { u64::from(v) } else { wsum[k] };
+                    if count >= 2 {
+                        if recs.recs.len() as u32 >= self.max_recs {
+                            return false;
+                        }
+                        id = recs.alloc(Rec {
+                            a: x,
+                            b: y,
+                            count,
+                            head: total,
+                            end: total,
+                        });
+                        total += v;
+                        occ[k] = FLAG | id;
+                    }
+                }
+                if id != NONE {
+                    let r = &mut recs.recs[id as usize];
+                    arena[r.end as usize] = p as u32;
+                    r.end += 1;
+                }
+            }
+            slots[p] = slot(x, id);
+            x = y;
+        }
+        slots[n - 1] = slot(x, NONE);
+        self.alen = total as usize;
+        let entries: Vec<_> = self
+            .recs
+            .recs
+            .iter()
+            .enumerate()
+            .map(|(id, r)| (r.count, Reverse(self.arena[r.head as usize]), id as u32))
+            .collect();
+        self.heap = BinaryHeap::from(entries);
+        true
+    }
+
+    /// Learns up to `num_merges` merges, calling `on_merge` after each. The flag is false
+    /// if the run stopped early because the next pass could need more records than slots
+    /// can link; the merges so far are right, and `engine` must learn the rest.
+    pub(super) fn run(
+        mut self,
+        num_merges: usize,
+        on_merge: &mut dyn FnMut(&Merge),
+    ) -> (Vec<Merge>, bool) {
+        let mut merges = Vec::with_capacity(num_merges.min(self.lay.n as usize));
+        while merges.len() < num_merges {
+            let m = match self.pick() {
+                Some(id) => {
+                    // A pass creates at most two records per occurrence of its pair.
+                    let r = &self.recs.recs[id as usize];
+                    if 2 * u64::from(r.end - r.head) > self.recs.room(self.max_recs) {
+                        return (merges, false);
+                    }
+                    self.merge_tracked(id)
+                }
+                None => match self.merge_leftmost() {
+                    Some(m) => m,
+                    None => break,
+                },
+            };
+            on_merge(&m);
+            merges.push(m);
+        }
+        (merges, true)
+    }
+
+    /// Advances the record's head to its first live entry and returns that position.
+    fn first_live(&mut self, id: u32) -> u32 {
+        let r = &self.recs.recs[id as usize];
+        let (a, b, end) = (r.a, r.b, r.end as usize);
+        let mut h = r.head as usize;
+        while h < end && !self.lay.occurs(&self.slots, self.arena[h], a, b) {
+            h += 1;
+        }
+        self.recs.recs[id as usize].head = h as u32;
+        if h < end {
+            self.arena[h]
+        } else {
+            NONE
+        }
+    }
+
+    /// Pops the heap until its top is current; that record is the pair to merge.
+    fn pick(&mut self) -> Option<u32> {
+        while let Some((count, Reverse(pos), id)) = self.heap.pop() {
+            let cur = self.recs.recs[id as usize].count;
+            if cur < 2 {
+                continue; // released slot
+            }
+            let first = self.first_live(id);
+            if first == NONE {
+                continue; // impossible for a count >= 2; never loop on it
+            }
+            if cur == count && first == pos {
+                return Some(id);
+            }
+            self.heap.push((cur, Reverse(first), id));
+        }
+        None
+    }
+
+    /// Merges every occurrence of a tracked pair, left to right, updating neighbours.
+    fn merge_tracked(&mut self, id: u32) -> Merge {
+        let (a, b, count, head, end) = {
+            let r = &self.recs.recs[id as usize];
+            (r.a, r.b, r.count, r.head as usize, r.end as usize)
+        };
+        let c = self.next_id;
+        self.next_id += 1;
+        let size = self.next_id as usize + 1;
+        self.pass.left.resize(size, UNSET);
+        self.pass.right.resize(size, UNSET);
+        let lay = self.lay;
+        let n = lay.n;
+        let sep = lay.sep();
+        // Local borrows of disjoint fields: the loop keeps the slices in registers
+        // instead of reloading them through `self` after every store.
+        let slots = &mut self.slots[..];
+        let recs = &mut self.recs;
+        let pass = &mut self.pass;
+        let weights = &self.weights;
+        let list = &self.arena[head..end];
+        let mut sink = 0u32;
+        for (i, &p) in list.iter().enumerate() {
+            // Touch the slot a few entries ahead: its miss overlaps with this entry's work
+            // instead of stalling behind a branch that depends on it.
+            if let Some(&ahead) = list.get(i + PREFETCH) {
+                sink = sink.wrapping_add(slots[ahead as usize]);
+            }
+            let vp = slots[p as usize];
+            if lay.tok(vp) != a {
+                continue;
+            }
+            let r = lay.next(slots, p);
+            if r >= n {
+                continue;
+            }
+            let vr = slots[r as usize];
+            if lay.tok(vr) != b {
+                continue;
+            }
+            let w = weights.at(p);
+            let s = lay.next(slots, r);
+            let l = lay.prev(slots, p);
+            if l != NONE {
+                let vl = slots[l as usize];
+                let x = lay.tok(vl);
+                if x != sep {
+                    if x == c {
+                        // (c, a) was created by the previous occurrence in this pass.
+                        let lid = pass.right[a as usize];
+                        recs.recs[lid as usize].count -= w;
+                    } else {
+                        let rec_l = lay.rec(vl);
+                        if rec_l != id {
+                            recs.dec_old(rec_l, x, a, w);
+                        }
+                    }
+                    let nid = pass.add(recs, true, x, (x, c), l, w);
+                    slots[l as usize] = lay.with_rec(vl, nid);
+                }
+            }
+            if s < n {
+                let y = lay.tok(slots[s as usize]);
+                if y != sep {
+                    let rec_r = lay.rec(vr);
+                    if rec_r != id {
+                        recs.dec_old(rec_r, b, y, w);
+                    }
+                    let nid = pass.add(recs, false, y, (c, y), p, w);
+                    slots[p as usize] = lay.with_rec(slots[p as usize], nid);
+                }
+            }
+            lay.merge_at(slots, p, r, s, c);
+        }
+        std::hint::black_box(sink);
+        self.recs.release(id);
+        self.finish_pass(head as u32, end as u32);
+        Merge {
+            pair: (a, b),
+            id: c,
+            count,
+        }
+    }
+
+    /// Turns the pass's new pairs into records with lists (count >= 2) or frees them.
+    /// The merged pair's list `arena[hole..hole_end]` is free space for the new lists.
+    fn finish_pass(&mut self, mut hole: u32, hole_end: u32) {
+        let mut total = self.alen as u32;
+        let recs = &mut self.recs;
+        let pass = &mut self.pass;
+        for &id in &pass.created {
+            let r = &mut recs.recs[id as usize];
+            if r.count >= 2 {
+                let len = r.end;
+                if len <= hole_end - hole {
+                    r.head = hole;
+                    hole += len;
+                } else {
+                    r.head = total;
+                    total += len;
+                }
+                r.end = r.head;
+            } else {
+                recs.release(id);
+            }
+        }
+        self.alen = total as usize;
+        let arena = &mut self.arena[..];
+        for &(id, pos) in &pass.buf {
+            let r = &mut recs.recs[id as usize];
+            // Released records (count < 2) are free slots: `a == NONE`; a slot freed this
+            // pass is never reused before this point.
+            if r.a != NONE {
+                arena[r.end as usize] = pos;
+                r.end += 1;
+            }
+        }
+        for &id in &pass.created {
+            let r = &recs.recs[id as usize];
+            if r.a != NONE {
+                // The first entry may be dead (a transient (c, a)); an earlier position
+                // only makes the key an upper bound, which `pick` corrects.
+                self.heap
+                    .push((r.count, Reverse(arena[r.head as usize]), id));
+            }
+        }
+        pass.created.clear();
+        pass.buf.clear();
+        for &x in &pass.touched_left {
+            pass.left[x as usize] = UNSET;
+        }
+        for &y in &pass.touched_right {
+            pass.right[y as usize] = UNSET;
+        }
+        pass.touched_left.clear();
+        pass.touched_right.clear();
+    }
+
+    /// Merges the leftmost pair of the sequence; used once every pair has count 1 (then no
+    /// pair is tracked, and every pair a merge creates has count 1 too).
+    fn merge_leftmost(&mut self) -> Option<Merge> {
+        let lay = self.lay;
+        let (n, sep) = (lay.n, lay.sep());
+        let slots = &mut self.slots[..];
+        let tok = |slots: &[u32], p: u32| lay.tok(slots[p as usize]);
+        let mut p = self.cursor;
+        loop {
+            if p >= n {
+                self.cursor = p;
+                return None;
+            }
+            if tok(slots, p) == sep {
+                p += 1;
+                continue;
+            }
+            let r = lay.next(slots, p);
+            if r < n && tok(slots, r) != sep {
+                break;
+            }
+            p = r;
+        }
+        self.cursor = p;
+        let r = lay.next(slots, p);
+        let s = lay.next(slots, r);
+        let (a, b) = (tok(slots, p), tok(slots, r));
+        let c = self.next_id;
+        self.next_id += 1;
+        let count = self.weights.at(p);
+        lay.merge_at(slots, p, r, s, c);
+        Some(Merge {
+            pair: (a, b),
+            id: c,
+            count,
+        })
+    }
+}
