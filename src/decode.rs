@@ -282,6 +282,122 @@ impl DecodeTable {
         true
     }
 
+    /// Appends the bytes of `text`, whole lines in the compact form (each `[1,22,333]`
+    /// followed by `\n`; the last line may lack it), to `out`, each record followed by a
+    /// newline when `newlines` is set, and returns the number of records. `None` (with
+    /// `out` in an unspecified state) for anything else: the caller then reads the lines
+    /// one at a time, for their exact reading or error message.
+    ///
+    /// One pass over the lines, with no per-line call or search for the line's end:
+    /// measured on the 32k stream (558,607 lines of 10 ids on average), the per-line
+    /// `memchr` and call of [`decode_record`](Self::decode_record) cost ~15% more.
+    pub fn decode_lines(&self, text: &[u8], newlines: bool, out: &mut DecodeBuf) -> Option<u64> {
+        // Only the bytes of compact records: one vectorized pass, so that below a byte is
+        // a digit exactly when bit 4 is set and bit 6 is clear (see `nondigits`).
+        if !text.iter().fold(true, |ok, &b| {
+            ok & ((b.wrapping_sub(b'0') < 10)
+                | (b == b',')
+                | (b == b'[')
+                | (b == b']')
+                | (b == b'\n'))
+        }) {
+            return None;
+        }
+        let n = text.len();
+        let mut i = 0;
+        let mut len = out.used;
+        let mut records = 0;
+        while i < n {
+            if text[i] != b'[' {
+                return None;
+            }
+            i += 1;
+            if text.get(i) == Some(&b']') {
+                i += 1;
+            } else {
+                loop {
+                    let word = load8(text, i);
+                    let digits = (nondigits(word).trailing_zeros() / 8) as usize;
+                    if digits == 0 || digits == 8 || (digits > 1 && word as u8 == b'0') {
+                        return None;
+                    }
+                    len = self.put(parse_digits(word, digits), len, out)?;
+                    i += digits;
+                    match text.get(i) {
+                        Some(b',') => i += 1,
+                        Some(b']') => {
+                            i += 1;
+                            break;
+                        }
+                        _ => return None,
+                    }
+                }
+                if self.joined {
+                    len -= 1;
+                }
+            }
+            records += 1;
+            if newlines {
+                if out.buf.len() <= len {
+                    out.used = len;
+                    out.room(1);
+                }
+                out.buf[len] = b'\n';
+                len += 1;
+            }
+            match text.get(i) {
+                Some(b'\n') => i += 1,
+                None => {}
+                Some(_) => return None,
+            }
+        }
+        out.used = len;
+        Some(records)
+    }
+
+    /// Copies the bytes of `id` to `out` at `len` (the used length, not yet stored in
+    /// `out`), returning the new length; `None` for an id outside the table.
+    #[inline(always)]
+    fn put(&self, id: usize, len: usize, out: &mut DecodeBuf) -> Option<usize> {
+        let &size = self.sizes.get(id)?;
+        let span = self.spans[id];
+        let offset = (span >> 32) as usize;
+        let size = match size {
+            0 => return None,
+            LONG => span as u32 as usize,
+            short => usize::from(short),
+        };
+        if out.buf.len() < len + PAD.max(size) {
+            out.used = len;
+            out.room(PAD.max(size));
+        }
+        if size <= PAD {
+            out.buf[len..len + PAD].copy_from_slice(&self.bytes[offset..offset + PAD]);
+        } else {
+            out.buf[len..len + size].copy_from_slice(&self.bytes[offset..offset + size]);
+        }
+        Some(len + size)
+    }
+
+    /// Appends the bytes of a piece of a long record's ids (the text between its
+    /// brackets cut after commas): `text` ends with the comma before the next piece
+    /// unless it is the `last`. False (with `out` in an unspecified state) when the
+    /// piece is not of that form or names an id outside the vocabulary.
+    pub fn decode_piece(&self, text: &[u8], last: bool, out: &mut DecodeBuf) -> bool {
+        let ids = match text.split_last() {
+            Some((b',', ids)) if !last => ids,
+            _ if !last => return false,
+            _ => text,
+        };
+        if !self.decode_ids_text(ids, out) {
+            return false;
+        }
+        if last && self.joined {
+            out.used -= 1;
+        }
+        true
+    }
+
     /// Decodes a long compact record (see [`decode_record`](Self::decode_record)) on
     /// `threads` threads, cutting its ids at commas: on success `parts` holds the
     /// record's bytes in order, to be written one after the other (no copy into one
@@ -332,6 +448,28 @@ impl DecodeTable {
         }
         true
     }
+}
+
+/// The eight bytes of `text` from `i`, zeros past its end (a zero is not a digit).
+#[inline(always)]
+fn load8(text: &[u8], i: usize) -> u64 {
+    match text.get(i..i + 8) {
+        Some(word) => u64::from_le_bytes(word.try_into().expect("8 bytes")),
+        None => {
+            let mut word = [0u8; 8];
+            let rest = text.get(i..).unwrap_or_default();
+            word[..rest.len()].copy_from_slice(rest);
+            u64::from_le_bytes(word)
+        }
+    }
+}
+
+/// The lowest bit of each byte of `word` set when that byte is not a digit, for bytes
+/// that are digits, `,`, `[`, `]`, `\n` or zero: the digits (0x30..0x39) are the only
+/// ones with bit 4 set and bit 6 clear.
+#[inline(always)]
+fn nondigits(word: u64) -> u64 {
+    ((!word >> 4) | (word >> 6)) & 0x0101_0101_0101_0101
 }
 
 /// The value of the first `digits` (0 to 7) ASCII digits of `word` (little-endian:
