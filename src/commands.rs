@@ -564,82 +564,109 @@ struct StreamDecoder {
 struct Item {
     start: usize,
     end: usize,
-    /// `None`: whole lines. `Some`: a piece of the ids of the long line
-    /// `text[line.0..line.1]` (its `\n` included), `last` when it ends the line.
-    piece: Option<((usize, usize), bool)>,
+    /// `None`: whole lines. `Some`: a piece of a long line's ids.
+    piece: Option<Piece>,
 }
 
-/// Cuts a run into [`Item`]s, in order.
+/// Where a piece of a long line is: the line starts at `line_start` (its `[`); the
+/// `last` piece knows where it ends (after its `\n`), and whether it ends in `]` at
+/// all (`shaped`). A line the cutter took for one long line may hold several (a `\n`
+/// inside a piece); the fast path refuses those pieces, and the general parser reads
+/// `text[line_start..line_end]` line by line.
+#[derive(Clone, Copy)]
+struct Piece {
+    line_start: usize,
+    line_end: usize,
+    last: bool,
+    shaped: bool,
+}
+
+/// Cuts a run into [`Item`]s, in order, reading each byte about once (a long line is
+/// cut as it is read, not searched for its end first: that search of a 35 MB
+/// `--whole` record took ~5 ms before any thread could start).
 struct Cutter<'t> {
     text: &'t [u8],
     pos: usize,
-    /// The long line being cut: its span (with the `\n`) and the end of its ids.
-    long: Option<((usize, usize), usize)>,
+    /// The start of the long line being cut.
+    long: Option<usize>,
 }
 
 impl Iterator for Cutter<'_> {
     type Item = Item;
     fn next(&mut self) -> Option<Item> {
         let text = self.text;
-        if let Some((line, ids_end)) = self.long {
-            let start = self.pos;
-            let target = start + DECODE_ITEM;
-            let end = match text
-                .get(target..ids_end)
-                .and_then(|rest| memchr::memchr(b',', rest))
-            {
-                Some(k) if target + k + 1 < ids_end => target + k + 1,
-                _ => ids_end,
-            };
-            let last = end == ids_end;
-            self.pos = if last { line.1 } else { end };
-            if last {
-                self.long = None;
+        let start = self.pos;
+        if let Some(line_start) = self.long {
+            // The piece ends after the first comma past its target size, or where the
+            // line ends.
+            let target = (start + DECODE_ITEM).min(text.len());
+            let found = memchr::memchr2(b',', b'\n', &text[target..]).map(|k| target + k);
+            if let Some(comma) = found.filter(|&p| text[p] == b',') {
+                self.pos = comma + 1;
+                return Some(Item {
+                    start,
+                    end: comma + 1,
+                    piece: Some(Piece {
+                        line_start,
+                        line_end: 0,
+                        last: false,
+                        shaped: true,
+                    }),
+                });
             }
+            let body_end = found.unwrap_or(text.len());
+            let line_end = found.map_or(text.len(), |p| p + 1);
+            let shaped = body_end > start && text[body_end - 1] == b']';
+            self.long = None;
+            self.pos = line_end;
             return Some(Item {
                 start,
-                end,
-                piece: Some((line, last)),
+                end: if shaped { body_end - 1 } else { body_end },
+                piece: Some(Piece {
+                    line_start,
+                    line_end,
+                    last: true,
+                    shaped,
+                }),
             });
         }
-        let start = self.pos;
         if start >= text.len() {
             return None;
         }
-        let target = start + DECODE_ITEM;
-        let end = if target >= text.len() {
-            text.len()
-        } else {
-            memchr::memchr(b'\n', &text[target..]).map_or(text.len(), |k| target + k + 1)
-        };
-        if end - start > 4 * DECODE_ITEM {
-            // A long line: the lines before it make one item, then it is cut into pieces
-            // between ids (when it has the shape of a record at all).
-            let line_start =
-                memchr::memrchr(b'\n', &text[start..target]).map_or(start, |k| start + k + 1);
-            if line_start > start {
-                self.pos = line_start;
-                return Some(Item {
-                    start,
-                    end: line_start,
-                    piece: None,
-                });
-            }
-            let body = text[start..end]
-                .strip_suffix(b"\n")
-                .unwrap_or(&text[start..end]);
-            if body.len() > 2 && body[0] == b'[' && body[body.len() - 1] == b']' {
-                self.long = Some(((start, end), start + body.len() - 1));
-                self.pos = start + 1;
-                return self.next();
-            }
-        }
-        self.pos = end;
-        Some(Item {
+        let lines = |end: usize| Item {
             start,
             end,
             piece: None,
-        })
+        };
+        let target = start + DECODE_ITEM;
+        if target >= text.len() {
+            self.pos = text.len();
+            return Some(lines(text.len()));
+        }
+        let window = (target + 3 * DECODE_ITEM).min(text.len());
+        if let Some(k) = memchr::memchr(b'\n', &text[target..window]) {
+            self.pos = target + k + 1;
+            return Some(lines(self.pos));
+        }
+        if window == text.len() {
+            self.pos = window;
+            return Some(lines(window));
+        }
+        // A long line: the lines before it make one item, then it is cut into pieces
+        // between ids (when it starts as a record at all).
+        let line_start =
+            memchr::memrchr(b'\n', &text[start..target]).map_or(start, |k| start + k + 1);
+        if line_start > start {
+            self.pos = line_start;
+            return Some(lines(line_start));
+        }
+        if text[start] == b'[' {
+            self.long = Some(start);
+            self.pos = start + 1;
+            return self.next();
+        }
+        self.pos = memchr::memchr(b'\n', &text[window..]).map_or(text.len(), |k| window + k + 1);
+        Some(lines(self.pos))
     }
 }
 
@@ -900,7 +927,12 @@ impl StreamDecoder {
                     memchr::memchr_iter(b'\n', &text[item.start..item.end]).count() as u64;
                 item.end
             }
-            Some(((line_start, line_end), last)) => {
+            Some(Piece {
+                line_start,
+                line_end,
+                last,
+                ..
+            }) => {
                 if ok && !writing.refused {
                     writing.pieces.push(buf);
                 } else {
@@ -923,13 +955,13 @@ impl StreamDecoder {
                 for piece in pieces {
                     recycle(writing.free, piece);
                 }
-                if refused {
-                    self.lines(file, writing.line, &text[line_start..line_end], out)?;
-                }
-                writing.line += 1;
                 if !refused {
+                    writing.line += 1;
                     return Ok(None);
                 }
+                let span = &text[line_start..line_end];
+                self.lines(file, writing.line, span, out)?;
+                writing.line += memchr::memchr_iter(b'\n', span).count() as u64;
                 line_end
             }
         };
@@ -1046,7 +1078,10 @@ fn decode_item(
             Some(lines) => (true, lines),
             None => (false, 0),
         },
-        Some((_, last)) => (table.decode_piece(part, last, &mut buf), 0),
+        Some(piece) => (
+            piece.shaped && table.decode_piece(part, piece.last, &mut buf),
+            0,
+        ),
     };
     Decoded {
         index,
