@@ -519,7 +519,14 @@ const DECODE_PARALLEL_MIN: usize = 1 << 18;
 /// to a file; best of several runs): 0.08-0.11 s wall, 0.15 s CPU before this design, when
 /// each 4 MB run was cut into one part per thread, the parts decoded, then written while
 /// the threads waited, and the run was searched for `{` (headers) and its lines counted
-/// in separate passes: the second thread gained nothing and doubled the CPU time.
+/// in separate passes: the second thread gained nothing and doubled the CPU time. With
+/// this design the threads' CPU time adds up to about one thread's (`-j 1`: 70 ms). A
+/// mapped file is one run, so the threads are never drained in the middle. What did not
+/// measurably help (on a machine busy with other work): a thread mapping the input's
+/// pages while the header's model loads.
+///
+/// A long line (`--whole`) is held until all its pieces decoded: a bad record writes
+/// nothing of itself. Its 27 MB are then written by one thread after the decoding.
 pub fn decode(config: DecodeConfig, sources: &[Source], out: &mut dyn Write) -> Result<()> {
     let mut decoder = StreamDecoder {
         fixed: config.model.is_some(),

@@ -97,19 +97,29 @@ struct Slot([u8; PAD]);
 /// Performance notes (27 MB of text, 32k model, ids one record per line, whole
 /// command on 2 cores): decoding was 130 MB/s of text as "parse every id into a
 /// vector, then copy each token with `extend_from_slice`" (a `memmove` call per token
-/// of ~4 bytes). Now 240-280 MB/s (210-230 for one `--whole` o200k_base record): ids
-/// parsed eight bytes at a time without branching on their length, each token copied
-/// as one 16-byte move into a buffer that is never re-zeroed, the token sizes in a
-/// byte-per-id table (the output position of each token waits on the size before
-/// it), the model file's plain lines read without a JSON parser, and the records
-/// spread over the cores. What remains is about half this loop (L2 misses on the
-/// token table), a third writing the output (kernel copies) and page faults.
+/// of ~4 bytes); then 240-280 MB/s with ids parsed eight bytes at a time without
+/// branching on their length, each token copied as one 16-byte move into a buffer that
+/// is never re-zeroed, the model file's plain lines read without a JSON parser, and the
+/// records spread over the cores.
+///
+/// Measured with one thread (`-j 1`, CPU time of the whole command, best of 6-12 runs
+/// on a machine busy with other work, so ±10%): 32k lines 100 -> 70 ms, o200k_base
+/// `--whole` 165 -> 120 ms, from: many lines per call ([`decode_lines`]), no first
+/// pass over the bytes (digits checked exactly in the parse by `nondigits`), tokens in
+/// 16-byte slots. The loop now waits mostly on the slot loads (the 32k table is 512 KB,
+/// o200k_base's 3.2 MB; the level-2 cache is 2 MB, shared with the other hyperthread).
+/// What did not help: parsing 64 ids before looking any up (so that the lookups
+/// overlap): 32k 68 -> 80 ms, o200k_base 120 -> 118; 8-byte slots (tokens of up to 7
+/// bytes; a table half the size): 32k 68 -> 80 ms, o200k_base 120 -> 148 (the longer
+/// tokens' branch and second lookup).
+///
+/// [`decode_lines`]: DecodeTable::decode_lines
 pub struct DecodeTable {
     spans: Vec<u64>,
     /// `slots[id]`: the bytes and length of a token of up to 15 bytes (most are), so
-    /// that each token is one load of 16 bytes, where `spans` then `bytes` were two
-    /// dependent loads from two tables: measured on the 32k stream with one thread,
-    /// the loop went from ~8.5 to ~N ns per token, its stalls being these loads.
+    /// that each token is one aligned load of 16 bytes, where a size table, `spans` and
+    /// `bytes` were three loads (two dependent): measured on the 32k stream with one
+    /// thread, 73 -> 70 ms CPU for the whole command.
     slots: Vec<Slot>,
     bytes: Vec<u8>,
     /// Word models: drop the last joining space of a record.
