@@ -608,9 +608,8 @@ impl Iterator for Cutter<'_> {
             // line ends.
             // (The last piece of a long line ends with less than an item's bytes: its
             // `\n` is searched for from its start. Elsewhere a `\n` before the target size
-            // is not looked for: the piece holding it is refused, and the general parser
-            // reads the lines from `line_start`; so a long line followed by more lines in
-            // the same run is read by the general parser.)
+            // is not looked for, which would read every piece twice: the thread that
+            // decodes the piece finds it, see `Decoded::line_ended`.)
             let target = start + DECODE_ITEM;
             let found = if target >= text.len() {
                 memchr::memchr(b'\n', &text[start..]).map(|k| start + k)
@@ -694,10 +693,14 @@ struct Decoded {
     ok: bool,
     lines: u64,
     buf: DecodeBuf,
+    /// A piece found its line's end (the cutter had not): the items after it were cut
+    /// as more of the line, and the writer starts again after the line.
+    line_ended: bool,
 }
 
 /// Where the writer stopped: the end of the input, or a header that changed the model
-/// (the items after it, decoded with the old table, must be decoded again).
+/// (the items after it, decoded with the old table, must be decoded again), or the end
+/// of a long line the cutter did not see (the items after it were cut wrongly).
 enum Stop {
     Done,
     Restart { pos: usize, line: u64 },
@@ -928,6 +931,7 @@ impl StreamDecoder {
             ok,
             lines,
             buf,
+            line_ended,
             ..
         } = decoded;
         let (file, text) = (writing.file, writing.text);
@@ -975,7 +979,10 @@ impl StreamDecoder {
                 }
                 if !refused {
                     writing.line += 1;
-                    return Ok(None);
+                    return Ok(line_ended.then_some(Stop::Restart {
+                        pos: line_end,
+                        line: writing.line,
+                    }));
                 }
                 let span = &text[line_start..line_end];
                 self.lines(file, writing.line, span, out)?;
@@ -1090,16 +1097,32 @@ fn decode_item(
         .and_then(|mut free| free.pop())
         .unwrap_or_default();
     buf.clear();
+    let mut item = item;
     let part = &text[item.start..item.end];
+    let mut line_ended = false;
     let (ok, lines) = match item.piece {
         None => match table.decode_lines(part, !whole, &mut buf) {
             Some(lines) => (true, lines),
             None => (false, 0),
         },
-        Some(piece) => (
-            piece.shaped && table.decode_piece(part, piece.last, &mut buf),
-            0,
-        ),
+        Some(mut piece) => {
+            let mut ok = piece.shaped && table.decode_piece(part, piece.last, &mut buf);
+            if !ok && !piece.last {
+                // The line may end in this piece (`...,7]\n[1,2...`): then the piece up
+                // to its `]` is the line's last.
+                if let Some(q) = memchr::memchr(b'\n', part).filter(|&q| q > 0) {
+                    buf.clear();
+                    if part[q - 1] == b']' && table.decode_piece(&part[..q - 1], true, &mut buf) {
+                        ok = true;
+                        line_ended = true;
+                        piece.last = true;
+                        piece.line_end = item.start + q + 1;
+                        item.piece = Some(piece);
+                    }
+                }
+            }
+            (ok, 0)
+        }
     };
     Decoded {
         index,
@@ -1107,6 +1130,7 @@ fn decode_item(
         ok,
         lines,
         buf,
+        line_ended,
     }
 }
 

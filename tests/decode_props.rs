@@ -286,9 +286,9 @@ fn streams_switch_models_and_cut_long_lines() {
         let mut text: Vec<u8> = (0..1_200_000)
             .map(|_| alphabet[rng.below(alphabet.len() as u64) as usize])
             .collect();
-        // One line of 600 KB: over a megabyte of ids; in the middle (the general reader
-        // reads it: its last piece holds the next lines), then at the end (cut into
-        // pieces to the end).
+        // One line of 600 KB: over a megabyte of ids; in the middle (its last piece holds
+        // the next lines too: the thread finds where it ends, the items cut after it are
+        // cut again), then at the end (cut into pieces to the end).
         let at = [300_000, 600_000][k];
         for b in &mut text[at..at + 600_000] {
             if *b == b'\n' {
