@@ -84,8 +84,11 @@ impl DecodeBuf {
     }
 }
 
-/// The size byte of tokens of 255 bytes or more.
-const LONG: u8 = u8::MAX;
+/// One token of up to 15 bytes, its length in the last byte (0: longer, or not in the
+/// vocabulary); aligned, so that reading it never touches two cache lines.
+#[derive(Clone, Copy, Default)]
+#[repr(align(16))]
+struct Slot([u8; PAD]);
 
 /// Id -> bytes in one flat table for the decoder's fast path: `spans[id]` is
 /// `offset << 32 | length` into `bytes` (length 0: not in the vocabulary). Word models
@@ -94,20 +97,30 @@ const LONG: u8 = u8::MAX;
 /// Performance notes (27 MB of text, 32k model, ids one record per line, whole
 /// command on 2 cores): decoding was 130 MB/s of text as "parse every id into a
 /// vector, then copy each token with `extend_from_slice`" (a `memmove` call per token
-/// of ~4 bytes). Now 240-280 MB/s (210-230 for one `--whole` o200k_base record): ids
-/// parsed eight bytes at a time without branching on their length, each token copied
-/// as one 16-byte move into a buffer that is never re-zeroed, the token sizes in a
-/// byte-per-id table (the output position of each token waits on the size before
-/// it), the model file's plain lines read without a JSON parser, and the records
-/// spread over the cores. What remains is about half this loop (L2 misses on the
-/// token table), a third writing the output (kernel copies) and page faults.
+/// of ~4 bytes); then 240-280 MB/s with ids parsed eight bytes at a time without
+/// branching on their length, each token copied as one 16-byte move into a buffer that
+/// is never re-zeroed, the model file's plain lines read without a JSON parser, and the
+/// records spread over the cores.
+///
+/// Measured with one thread (`-j 1`, CPU time of the whole command, best of 6-12 runs
+/// on a machine busy with other work, so ±10%): 32k lines 100 -> 70 ms, o200k_base
+/// `--whole` 165 -> 120 ms, from: many lines per call ([`decode_lines`]), no first
+/// pass over the bytes (digits checked exactly in the parse by `nondigits`), tokens in
+/// 16-byte slots. The loop now waits mostly on the slot loads (the 32k table is 512 KB,
+/// o200k_base's 3.2 MB; the level-2 cache is 2 MB, shared with the other hyperthread).
+/// What did not help: parsing 64 ids before looking any up (so that the lookups
+/// overlap): 32k 68 -> 80 ms, o200k_base 120 -> 118; 8-byte slots (tokens of up to 7
+/// bytes; a table half the size): 32k 68 -> 80 ms, o200k_base 120 -> 148 (the longer
+/// tokens' branch and second lookup).
+///
+/// [`decode_lines`]: DecodeTable::decode_lines
 pub struct DecodeTable {
     spans: Vec<u64>,
-    /// `sizes[id]`: the length of `id`'s bytes, [`LONG`] for 255 or more (see
-    /// `spans`). The output position of each token depends on the size of the one
-    /// before, so this lookup is the loop's critical path; one byte per id keeps it in
-    /// L1 (32 KB for a 32k model, where `spans` is 256 KB).
-    sizes: Vec<u8>,
+    /// `slots[id]`: the bytes and length of a token of up to 15 bytes (most are), so
+    /// that each token is one aligned load of 16 bytes, where a size table, `spans` and
+    /// `bytes` were three loads (two dependent): measured on the 32k stream with one
+    /// thread, 73 -> 70 ms CPU for the whole command.
+    slots: Vec<Slot>,
     bytes: Vec<u8>,
     /// Word models: drop the last joining space of a record.
     joined: bool,
@@ -118,7 +131,11 @@ impl DecodeTable {
     pub fn new(model: &Model) -> DecodeTable {
         let mut spans = Vec::new();
         let mut bytes = Vec::new();
-        let mut put = |spans: &mut Vec<u64>, id: usize, token: &[u8], joiner: Option<u8>| {
+        let put = |spans: &mut Vec<u64>,
+                   bytes: &mut Vec<u8>,
+                   id: usize,
+                   token: &[u8],
+                   joiner: Option<u8>| {
             if spans.len() <= id {
                 spans.resize(id + 1, 0);
             }
@@ -129,15 +146,14 @@ impl DecodeTable {
         };
         let joined = match model {
             Model::Bpe(bpe) => {
-                for id in 0..bpe.token_offsets.len().saturating_sub(1) {
-                    let (s, e) = (
-                        bpe.token_offsets[id] as usize,
-                        bpe.token_offsets[id + 1] as usize,
-                    );
-                    if e > s {
-                        put(&mut spans, id, &bpe.token_bytes[s..e], None);
-                    }
-                }
+                // The model's own table, whole: o200k_base's 200k tokens one at a time
+                // took ~5 ms, a tenth of the time of a 27 MB `--whole` decode.
+                bytes.extend_from_slice(&bpe.token_bytes);
+                spans.extend(
+                    bpe.token_offsets
+                        .windows(2)
+                        .map(|w| (u64::from(w[0]) << 32) | u64::from(w[1].saturating_sub(w[0]))),
+                );
                 // Special ids far past the ordinary ones would make the dense table
                 // huge; the general reader decodes those.
                 let limit = spans.len() + (1 << 16);
@@ -145,6 +161,7 @@ impl DecodeTable {
                     if !special.text.is_empty() && (special.id as usize) < limit {
                         put(
                             &mut spans,
+                            &mut bytes,
                             special.id as usize,
                             special.text.as_bytes(),
                             None,
@@ -156,20 +173,28 @@ impl DecodeTable {
             Model::Word(word) => {
                 for id in 0..=word.unk_id {
                     if let Some(w) = crate::word::word_bytes(word, id) {
-                        put(&mut spans, id as usize, &w, Some(b' '));
+                        put(&mut spans, &mut bytes, id as usize, &w, Some(b' '));
                     }
                 }
                 true
             }
         };
         bytes.extend_from_slice(&[0; PAD]);
-        let sizes = spans
+        let slots = spans
             .iter()
-            .map(|&span| (span as u32).min(u32::from(LONG)) as u8)
+            .map(|&span| {
+                let (offset, size) = ((span >> 32) as usize, span as u32 as usize);
+                let mut slot = Slot::default();
+                if size < PAD {
+                    slot.0[..size].copy_from_slice(&bytes[offset..offset + size]);
+                    slot.0[PAD - 1] = size as u8;
+                }
+                slot
+            })
             .collect();
         DecodeTable {
             spans,
-            sizes,
+            slots,
             bytes,
             joined,
         }
@@ -202,75 +227,27 @@ impl DecodeTable {
     /// (with `out` in an unspecified state) when `text` is not of that form or names
     /// an id outside the vocabulary.
     fn decode_ids_text(&self, text: &[u8], out: &mut DecodeBuf) -> bool {
-        // Only digits and commas: one vectorized pass, so the loop below needs to find
-        // commas only.
-        if !text.iter().fold(true, |ok, &b| {
-            ok & ((b.wrapping_sub(b'0') < 10) | (b == b','))
-        }) {
-            return false;
-        }
-        let mut len = out.used;
-        let mut i = 0;
         let n = text.len();
+        let mut i = 0;
+        let mut len = out.used;
         loop {
-            // The id at `i`: its digit count and value, eight bytes at a time while eight
-            // bytes remain (no branch on the number's length), else byte by byte.
-            let (digits, id) = match text.get(i..i + 8) {
-                Some(word) => {
-                    let word = u64::from_le_bytes(word.try_into().expect("8 bytes"));
-                    let commas = word ^ 0x2C2C_2C2C_2C2C_2C2C;
-                    let found = commas.wrapping_sub(0x0101_0101_0101_0101)
-                        & !commas
-                        & 0x8080_8080_8080_8080;
-                    let digits = (found.trailing_zeros() / 8) as usize;
-                    if digits == 8 {
-                        // Eight digits and no comma: beyond the ids of any real vocabulary.
-                        return false;
-                    }
-                    (digits, parse_digits(word, digits))
-                }
-                None => {
-                    let end = text[i..]
-                        .iter()
-                        .position(|&b| b == b',')
-                        .map_or(n, |k| i + k);
-                    let digits = end - i;
-                    if digits > 8 {
-                        return false;
-                    }
-                    let id = text[i..end]
-                        .iter()
-                        .fold(0usize, |v, &d| v * 10 + usize::from(d - b'0'));
-                    (digits, id)
-                }
-            };
-            if digits == 0 || (digits > 1 && text[i] == b'0') {
+            // The id at `i`: its digit count and value from eight bytes, without a branch
+            // on its length.
+            let word = load8(text, i);
+            let digits = (nondigits(word).trailing_zeros() / 8) as usize;
+            if digits == 0 || digits == 8 || (digits > 1 && word as u8 == b'0') {
                 return false;
             }
+            let Some(end) = self.put(parse_digits(word, digits), len, out) else {
+                return false;
+            };
+            len = end;
             i += digits;
-            let Some(&size) = self.sizes.get(id) else {
-                return false;
-            };
-            let span = self.spans[id];
-            let offset = (span >> 32) as usize;
-            let size = match size {
-                0 => return false,
-                LONG => span as u32 as usize,
-                short => usize::from(short),
-            };
-            if out.buf.len() < len + PAD.max(size) {
-                out.used = len;
-                out.room(PAD.max(size));
-            }
-            if size <= PAD {
-                out.buf[len..len + PAD].copy_from_slice(&self.bytes[offset..offset + PAD]);
-            } else {
-                out.buf[len..len + size].copy_from_slice(&self.bytes[offset..offset + size]);
-            }
-            len += size;
-            // `text[i]` is a comma here (only digits and commas, and the digits ended).
-            if i == n {
+            if i >= n {
                 break;
+            }
+            if text[i] != b',' {
+                return false;
             }
             i += 1;
             if i == n {
@@ -282,56 +259,147 @@ impl DecodeTable {
         true
     }
 
-    /// Decodes a long compact record (see [`decode_record`](Self::decode_record)) on
-    /// `threads` threads, cutting its ids at commas: on success `parts` holds the
-    /// record's bytes in order, to be written one after the other (no copy into one
-    /// buffer; their memory is reused from call to call). False, with `parts` in an
-    /// unspecified state, when [`decode_record`](Self::decode_record) would refuse it.
-    pub fn decode_record_parallel(
-        &self,
-        line: &[u8],
-        threads: usize,
-        parts: &mut Vec<DecodeBuf>,
-    ) -> bool {
-        let [b'[', inner @ .., b']'] = line else {
-            return false;
-        };
-        if threads < 2 || inner.len() < 1 << 16 {
-            parts.resize_with(1, DecodeBuf::default);
-            parts[0].clear();
-            return self.decode_record(line, &mut parts[0]);
-        }
-        let cuts = cut_after(inner, b',', threads * 4);
-        parts.resize_with(cuts.len(), DecodeBuf::default);
-        let ok = std::sync::atomic::AtomicBool::new(true);
-        let last = cuts.len() - 1;
-        crate::parallel::on_demand(
-            threads,
-            parts.iter_mut().zip(cuts.iter()).enumerate(),
-            || (),
-            |(), (k, (slot, cut))| {
-                // Every cut but the last ends with the comma before the next one.
-                let text = match cut.split_last() {
-                    Some((b',', ids)) if k < last => ids,
-                    _ => cut,
-                };
-                slot.clear();
-                if !self.decode_ids_text(text, slot) {
-                    ok.store(false, std::sync::atomic::Ordering::Relaxed);
-                }
-            },
-            |()| {},
-        );
-        if !ok.into_inner() {
-            return false;
-        }
-        if self.joined {
-            if let Some(tail) = parts.iter_mut().rev().find(|p| p.used > 0) {
-                tail.used -= 1;
+    /// Appends the bytes of `text`, whole lines in the compact form (each `[1,22,333]`
+    /// followed by `\n`; the last line may lack it), to `out`, each record followed by a
+    /// newline when `newlines` is set, and returns the number of records. `None` (with
+    /// `out` in an unspecified state) for anything else: the caller then reads the lines
+    /// one at a time, for their exact reading or error message.
+    ///
+    /// One pass over the lines, with no per-line call or search for the line's end:
+    /// measured on the 32k stream (558,607 lines of 10 ids on average), the per-line
+    /// `memchr` and call of [`decode_record`](Self::decode_record) cost ~15% more.
+    pub fn decode_lines(&self, text: &[u8], newlines: bool, out: &mut DecodeBuf) -> Option<u64> {
+        // Every byte is checked once: a digit by `nondigits`, the others where they must
+        // be. (A first pass that checked the bytes' set, as `decode_ids_text` once did,
+        // took ~20% of this function's time, being the one that met the input in memory.)
+        let n = text.len();
+        let mut i = 0;
+        let mut len = out.used;
+        let mut records = 0;
+        while i < n {
+            if text[i] != b'[' {
+                return None;
             }
+            i += 1;
+            if text.get(i) == Some(&b']') {
+                i += 1;
+            } else {
+                loop {
+                    let word = load8(text, i);
+                    let digits = (nondigits(word).trailing_zeros() / 8) as usize;
+                    if digits == 0 || digits == 8 || (digits > 1 && word as u8 == b'0') {
+                        return None;
+                    }
+                    len = self.put(parse_digits(word, digits), len, out)?;
+                    i += digits;
+                    match text.get(i) {
+                        Some(b',') => i += 1,
+                        Some(b']') => {
+                            i += 1;
+                            break;
+                        }
+                        _ => return None,
+                    }
+                }
+                if self.joined {
+                    len -= 1;
+                }
+            }
+            records += 1;
+            if newlines {
+                if out.buf.len() <= len {
+                    out.used = len;
+                    out.room(1);
+                }
+                out.buf[len] = b'\n';
+                len += 1;
+            }
+            match text.get(i) {
+                Some(b'\n') => i += 1,
+                None => {}
+                Some(_) => return None,
+            }
+        }
+        out.used = len;
+        Some(records)
+    }
+
+    /// Copies the bytes of `id` to `out` at `len` (the used length, not yet stored in
+    /// `out`), returning the new length; `None` for an id outside the table.
+    #[inline(always)]
+    fn put(&self, id: usize, len: usize, out: &mut DecodeBuf) -> Option<usize> {
+        let slot = self.slots.get(id)?;
+        let size = usize::from(slot.0[PAD - 1]);
+        if size == 0 {
+            return self.put_long(id, len, out);
+        }
+        if out.buf.len() < len + PAD {
+            out.used = len;
+            out.room(PAD);
+        }
+        out.buf[len..len + PAD].copy_from_slice(&slot.0);
+        Some(len + size)
+    }
+
+    /// [`put`](Self::put) for a token of 16 bytes or more, or an id outside the
+    /// vocabulary.
+    #[cold]
+    #[inline(never)]
+    fn put_long(&self, id: usize, len: usize, out: &mut DecodeBuf) -> Option<usize> {
+        let span = self.spans[id];
+        let (offset, size) = ((span >> 32) as usize, span as u32 as usize);
+        if size == 0 {
+            return None;
+        }
+        if out.buf.len() <= len + size {
+            out.used = len;
+            out.room(size + 1);
+        }
+        out.buf[len..len + size].copy_from_slice(&self.bytes[offset..offset + size]);
+        Some(len + size)
+    }
+
+    /// Appends the bytes of a piece of a long record's ids (the text between its
+    /// brackets cut after commas): `text` ends with the comma before the next piece
+    /// unless it is the `last`. False (with `out` in an unspecified state) when the
+    /// piece is not of that form or names an id outside the vocabulary.
+    pub fn decode_piece(&self, text: &[u8], last: bool, out: &mut DecodeBuf) -> bool {
+        let ids = match text.split_last() {
+            Some((b',', ids)) if !last => ids,
+            _ if !last => return false,
+            _ => text,
+        };
+        if !self.decode_ids_text(ids, out) {
+            return false;
+        }
+        if last && self.joined {
+            out.used -= 1;
         }
         true
     }
+}
+
+/// The eight bytes of `text` from `i`, zeros past its end (a zero is not a digit).
+#[inline(always)]
+fn load8(text: &[u8], i: usize) -> u64 {
+    match text.get(i..i + 8) {
+        Some(word) => u64::from_le_bytes(word.try_into().expect("8 bytes")),
+        None => {
+            let mut word = [0u8; 8];
+            let rest = text.get(i..).unwrap_or_default();
+            word[..rest.len()].copy_from_slice(rest);
+            u64::from_le_bytes(word)
+        }
+    }
+}
+
+/// The top bit of each byte of `word` set when that byte is not an ASCII digit: with
+/// `t` the byte xor `0x30` (digits become 0..9), `t >= 0x80` or `(t & 0x7f) + 0x76 >=
+/// 0x80`, the sum never carrying into the next byte.
+#[inline(always)]
+fn nondigits(word: u64) -> u64 {
+    let t = word ^ 0x3030_3030_3030_3030;
+    (((t & 0x7F7F_7F7F_7F7F_7F7F) + 0x7676_7676_7676_7676) | t) & 0x8080_8080_8080_8080
 }
 
 /// The value of the first `digits` (0 to 7) ASCII digits of `word` (little-endian:
@@ -347,26 +415,4 @@ fn parse_digits(word: u64, digits: usize) -> usize {
     let fours = (pairs.wrapping_mul(100) + (pairs >> 16)) & 0x0000_FFFF_0000_FFFF;
     let eights = (fours.wrapping_mul(10000) + (fours >> 32)) & 0xFFFF_FFFF;
     eights as usize
-}
-
-/// Cuts `text` into about `count` parts of similar size, each ending just after a
-/// `sep` byte (the last part ends where `text` does).
-pub fn cut_after(text: &[u8], sep: u8, count: usize) -> Vec<&[u8]> {
-    let target = text.len().div_ceil(count.max(1)).max(1);
-    let mut parts = Vec::with_capacity(count + 1);
-    let mut rest = text;
-    while rest.len() > target {
-        match memchr::memchr(sep, &rest[target..]) {
-            Some(k) => {
-                let (part, tail) = rest.split_at(target + k + 1);
-                parts.push(part);
-                rest = tail;
-            }
-            None => break,
-        }
-    }
-    if !rest.is_empty() {
-        parts.push(rest);
-    }
-    parts
 }

@@ -224,9 +224,10 @@ pub type RunHandler<'a> = dyn FnMut(&str, u64, &[u8]) -> Result<()> + 'a;
 
 /// Calls `each` with runs of whole lines of every source, in order, for work spread
 /// over threads: the source name, the 1-based number of the run's first line, and the
-/// bytes (each line with its `\n`; a source's last line may lack one). A run is about
-/// `target` bytes or one longer line, so memory stays bounded by `target` plus the
-/// longest line. The lines are those of [`for_each_line`].
+/// bytes (each line with its `\n`; a source's last line may lack one). A mapped file
+/// is one run; from a stream, a run is about `target` bytes or one longer line, so
+/// memory stays bounded by `target` plus the longest line. The lines are those of
+/// [`for_each_line`].
 pub fn for_each_line_run(
     sources: &[Source],
     no_mmap: bool,
@@ -239,16 +240,10 @@ pub fn for_each_line_run(
         if let (false, Some(path)) = (no_mmap, &source.path) {
             let file = open_file(source, path)?;
             if let Some(map) = try_map(&file) {
-                let mut rest: &[u8] = &map;
-                while !rest.is_empty() {
-                    let end = match memchr::memchr(b'\n', &rest[target.min(rest.len() - 1)..]) {
-                        Some(k) => target.min(rest.len() - 1) + k + 1,
-                        None => rest.len(),
-                    };
-                    let (run, tail) = rest.split_at(end);
-                    each(&source.name, line_no, run)?;
-                    line_no += memchr::memchr_iter(b'\n', run).count() as u64;
-                    rest = tail;
+                // All of it in one run: the map costs no memory of ours, and the caller
+                // then has no run boundaries to drain its threads at.
+                if !map.is_empty() {
+                    each(&source.name, line_no, &map)?;
                 }
                 continue;
             }

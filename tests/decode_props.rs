@@ -129,6 +129,93 @@ fn rng_small(case: u64) -> crate::encode_props::Rng {
     crate::encode_props::Rng::new(case + 1)
 }
 
+/// Many lines in one pass ([`DecodeTable::decode_lines`]) against one line at a time:
+/// taken exactly when every line is, with the same bytes (a newline after each record
+/// or not), for BPE models (with a special token longer than a table slot) and word
+/// models.
+#[test]
+fn fast_lines_equal_one_line_at_a_time() {
+    let mut rng = Rng::new(21);
+    let mut taken = 0;
+    for case in 0..30 {
+        let merges = random_merges(&mut rng_small(case + 100), b"ab c", 60);
+        let specials = vec![SpecialToken {
+            text: "<|a special token longer than sixteen bytes|>".into(),
+            id: 400,
+        }];
+        let models = [
+            Model::Bpe(model_from_merges(&merges, None, specials)),
+            word_model(),
+        ];
+        for model in &models {
+            let table = DecodeTable::new(model);
+            let vocab = toksuite::decode::vocab_size(model) as u64 + 100;
+            for _ in 0..200 {
+                let count = 1 + rng.below(12) as usize;
+                let mut text = Vec::new();
+                let mut lines = Vec::new();
+                for k in 0..count {
+                    let line = match rng.below(40) {
+                        0 => b"{\"model\":\"o200k_base\"}".to_vec(),
+                        1 => Vec::new(),
+                        2 => b"[400]".to_vec(),
+                        _ if rng.below(3) == 0 => {
+                            // Clean compact records, so that most blocks are taken whole.
+                            let ids: Vec<u32> = (0..rng.below(9))
+                                .map(|_| rng.below(vocab - 100) as u32)
+                                .collect();
+                            let mut line = Vec::new();
+                            ndjson::push_ids(&mut line, &ids);
+                            line
+                        }
+                        _ if rng.below(2) == 0 => random_line(&mut rng, vocab - 100),
+                        _ => {
+                            let mut line = random_line(&mut rng, vocab - 100);
+                            line.retain(|&b| b != b' ' && b != b'\r');
+                            line
+                        }
+                    };
+                    text.extend_from_slice(&line);
+                    // (A last line left without its `\n` must not be empty: the text
+                    // would not have it.)
+                    if k + 1 < count || line.is_empty() || rng.below(2) == 0 {
+                        text.push(b'\n');
+                    }
+                    lines.push(line);
+                }
+                if text.is_empty() {
+                    continue;
+                }
+                for newlines in [true, false] {
+                    let mut want = DecodeBuf::default();
+                    let each = lines.iter().all(|line| {
+                        let ok = table.decode_record(line, &mut want);
+                        if newlines {
+                            want.push(b'\n');
+                        }
+                        ok
+                    });
+                    let mut buf = DecodeBuf::default();
+                    buf.extend_from_slice(b"before");
+                    let got = table.decode_lines(&text, newlines, &mut buf);
+                    let shown = String::from_utf8_lossy(&text);
+                    assert_eq!(got.is_some(), each, "{shown}");
+                    if let Some(records) = got {
+                        taken += 1;
+                        assert_eq!(records, count as u64, "{shown}");
+                        assert_eq!(&buf.as_slice()[..6], b"before");
+                        assert_eq!(&buf.as_slice()[6..], want.as_slice(), "{shown}");
+                    }
+                }
+            }
+        }
+    }
+    assert!(taken > 1000, "only {taken} blocks were taken whole");
+}
+
+/// The pieces of a long record, cut after commas and decoded one after the other
+/// ([`DecodeTable::decode_piece`]), give the record's bytes, and are refused exactly
+/// when the record is.
 #[test]
 fn long_records_cut_between_ids_equal_one_pass() {
     let mut rng = Rng::new(9);
@@ -139,37 +226,129 @@ fn long_records_cut_between_ids_equal_one_pass() {
     ] {
         let table = DecodeTable::new(&model);
         let vocab = toksuite::decode::vocab_size(&model) as u64;
-        for case in 0..12 {
-            let ids: Vec<u32> = (0..40_000).map(|_| rng.below(vocab) as u32).collect();
+        for case in 0..40 {
+            let ids: Vec<u32> = (0..2_000).map(|_| rng.below(vocab) as u32).collect();
             let mut line = Vec::new();
             ndjson::push_ids(&mut line, &ids);
-            match case % 4 {
-                1 => line.insert(1 + rng.below(line.len() as u64 - 2) as usize, b' '),
+            let inner_at = 1 + rng.below(line.len() as u64 - 2) as usize;
+            match case % 5 {
+                1 => line.insert(inner_at, b' '),
                 2 => {
                     let at = line.len() - 1;
                     line.insert(at, b',');
                 }
-                3 => {
-                    let at = 1 + rng.below(line.len() as u64 - 2) as usize;
-                    line[at] = b'x';
+                3 => line[inner_at] = b"x:\n-"[rng.below(4) as usize],
+                4 => {
+                    // An id outside the vocabulary.
+                    let at = line.iter().position(|&b| b == b',').unwrap();
+                    line.splice(1..at, b"9999".iter().copied());
                 }
                 _ => {}
             }
+            let inner = &line[1..line.len() - 1];
+            let mut cuts: Vec<usize> = (0..inner.len())
+                .filter(|&k| inner[k] == b',' && rng.below(50) == 0)
+                .map(|k| k + 1)
+                .collect();
+            cuts.push(inner.len());
             let mut one = DecodeBuf::default();
-            let mut pieces = Vec::new();
-            let a = table.decode_record(&line, &mut one);
-            let b = table.decode_record_parallel(&line, 2, &mut pieces);
-            assert_eq!(a, b, "case {case}");
-            if a {
-                assert!(pieces.len() > 1, "case {case}: not cut");
-                let cut: Vec<u8> = pieces.iter().flat_map(|p| p.as_slice().to_vec()).collect();
-                assert_eq!(one.as_slice(), cut, "case {case}");
+            let whole = table.decode_record(&line, &mut one);
+            let mut cut = DecodeBuf::default();
+            let mut start = 0;
+            let mut pieces = true;
+            for (k, &end) in cuts.iter().enumerate() {
+                let last = k + 1 == cuts.len();
+                pieces &= table.decode_piece(&inner[start..end], last, &mut cut);
+                start = end;
             }
-            assert_eq!(a, case % 4 == 0, "case {case}");
-            if a {
+            assert_eq!(whole, pieces, "case {case}");
+            assert_eq!(whole, case % 5 == 0, "case {case}");
+            if whole {
+                assert!(cuts.len() > 1, "case {case}: not cut");
+                assert_eq!(one.as_slice(), cut.as_slice(), "case {case}");
                 assert_eq!(Some(one.as_slice().to_vec()), slow_decode(&model, &line));
             }
         }
+    }
+}
+
+/// Streams with what the threads must not get wrong: a header in the middle that
+/// changes the model (items after it decoded with the old table must be decoded
+/// again), a line over a megabyte between short ones (cut into pieces), and such a
+/// line with a space in it (the general reader reads it); the same bytes on one thread
+/// or two, from a file or a pipe.
+#[test]
+fn streams_switch_models_and_cut_long_lines() {
+    let dir = scratch("decodeswitch");
+    let mut rng = Rng::new(31);
+    let mut texts = Vec::new();
+    for (k, alphabet) in [&b"abcd ef\n"[..], &b"uvwxyz\n"[..]].iter().enumerate() {
+        let mut text: Vec<u8> = (0..1_200_000)
+            .map(|_| alphabet[rng.below(alphabet.len() as u64) as usize])
+            .collect();
+        // One line of 600 KB: over a megabyte of ids; in the middle (its last piece holds
+        // the next lines too: the thread finds where it ends, the items cut after it are
+        // cut again), then at the end (cut into pieces to the end).
+        let at = [300_000, 600_000][k];
+        for b in &mut text[at..at + 600_000] {
+            if *b == b'\n' {
+                *b = b' ';
+            }
+        }
+        text.push(b'\n');
+        let name = format!("t{k}.txt");
+        fs::write(dir.join(&name), &text).unwrap();
+        tool("bpe-train", &dir)
+            .args(["--vocab-size", "300", "-o", &format!("m{k}.json"), &name])
+            .assert()
+            .success();
+        texts.push(text);
+    }
+    let mut ids = Vec::new();
+    for k in 0..2 {
+        let out = tool("bpe-encode", &dir)
+            .args(["-m", &format!("m{k}.json"), &format!("t{k}.txt")])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        ids.extend_from_slice(&out);
+    }
+    let want: Vec<u8> = texts.concat();
+    fs::write(dir.join("ids.jsonl"), &ids).unwrap();
+    // The long line of the second stream, spaced: valid JSON for the general reader.
+    let mut spaced = ids.clone();
+    let long = spaced
+        .split(|&b| b == b'\n')
+        .map(<[u8]>::len)
+        .enumerate()
+        .filter(|&(_, len)| len > 1 << 20)
+        .map(|(k, _)| k)
+        .collect::<Vec<_>>();
+    assert_eq!(long.len(), 2, "two long lines");
+    let start: usize = spaced
+        .split(|&b| b == b'\n')
+        .take(long[1])
+        .map(|l| l.len() + 1)
+        .sum();
+    let comma = start + spaced[start..].iter().position(|&b| b == b',').unwrap();
+    spaced.insert(comma + 1, b' ');
+    fs::write(dir.join("spaced.jsonl"), &spaced).unwrap();
+    for threads in ["1", "2", "3"] {
+        for file in ["ids.jsonl", "spaced.jsonl"] {
+            tool("bpe-decode", &dir)
+                .args(["-j", threads, file])
+                .assert()
+                .success()
+                .stdout(predicate::eq(want.clone()));
+        }
+        tool("bpe-decode", &dir)
+            .args(["-j", threads])
+            .write_stdin(ids.clone())
+            .assert()
+            .success()
+            .stdout(predicate::eq(want.clone()));
     }
 }
 
