@@ -11,6 +11,8 @@ single-threaded by design (its best configuration for one text).
 """
 
 import argparse
+import contextlib
+import io
 import os
 import sys
 import tempfile
@@ -39,41 +41,61 @@ def blocks(text, lines_per_block=1000):
 
 
 def seed_train(path, vocab_size, dump):
-    """The seed's BPE.train (tokenizer-and-self-attention.txt), its algorithm as written.
+    """The seed's BPE.train (tokenizer-and-self-attention.txt), its code as printed.
 
-    Recounts every pair on each round and rebuilds the id list on each merge, exactly
-    the seed's loop (without its per-merge print).
+    get_stats and merge as nested functions, the pair count rebuilt every round, the id
+    list rebuilt on every merge, the vocabulary grown as it goes, and the article's
+    `print(pair)` (sent to a buffer, not the terminal). Only the line indentation differs.
     """
     text = read_text(path)
     t0 = time.perf_counter()
-    ids = list(text.encode("utf-8"))
-    merges = {}
-    for i in range(vocab_size - 256):
-        stats = {}
-        for pair in zip(ids, ids[1:]):
-            stats[pair] = stats.get(pair, 0) + 1
-        if not stats:
-            break
-        pair = max(stats, key=stats.get)
-        idx = 256 + i
-        out = []
-        j = 0
-        n = len(ids)
-        while j < n:
-            if ids[j] == pair[0] and j < n - 1 and ids[j + 1] == pair[1]:
-                out.append(idx)
-                j += 2
-            else:
-                out.append(ids[j])
-                j += 1
-        ids = out
-        merges[pair] = idx
+    with contextlib.redirect_stdout(io.StringIO()):
+        merges = _seed_bpe_train(text, vocab_size)
     dt = time.perf_counter() - t0
     print(f"seconds={dt:.3f} merges={len(merges)}")
     if dump:
         with open(dump, "w") as f:
             for (a, b), _ in sorted(merges.items(), key=lambda kv: kv[1]):
                 f.write(f"{a} {b}\n")
+
+
+def _seed_bpe_train(text, vocab_size, verbose=False):
+    def get_stats(ids, counts=None):
+        counts = {} if counts is None else counts
+        for pair in zip(ids, ids[1:]):  # iterate consecutive elements
+            counts[pair] = counts.get(pair, 0) + 1
+        return counts
+
+    def merge(ids, pair, idx):
+        newids = []
+        i = 0
+        while i < len(ids):
+            # if not at the very last position AND the pair matches, replace it
+            if ids[i] == pair[0] and i < len(ids) - 1 and ids[i + 1] == pair[1]:
+                newids.append(idx)
+                i += 2
+            else:
+                newids.append(ids[i])
+                i += 1
+        return newids
+
+    assert vocab_size >= 256
+    num_merges = vocab_size - 256
+    text_bytes = text.encode("utf-8")  # raw bytes
+    ids = list(text_bytes)  # list of integers in range 0..255
+    merges = {}  # (int, int) -> int
+    vocab = {idx: bytes([idx]) for idx in range(256)}  # int -> bytes
+    for i in range(num_merges):
+        stats = get_stats(ids)
+        pair = max(stats, key=stats.get)
+        print(pair)
+        idx = 256 + i
+        ids = merge(ids, pair, idx)
+        merges[pair] = idx
+        vocab[idx] = vocab[pair[0]] + vocab[pair[1]]
+        if verbose:
+            print(f"merge {i+1}/{num_merges}: {pair} -> {idx} ({vocab[idx]}) had {stats[pair]} occurrences")
+    return merges
 
 
 def model_pairs(path):
