@@ -78,14 +78,7 @@ pub fn load(spec: &str, tiktoken_split: Option<SplitSpec>) -> Result<Model> {
         .map_err(|e| e.in_file(spec))?;
         return Ok(Model::Bpe(model));
     }
-    // The hash on a second thread while the lines are read: it took ~1 ms of the
-    // ~10 ms a 32k model took to load.
-    let (sha256, model) = std::thread::scope(|scope| {
-        let hash = scope.spawn(|| sha256_hex(&data));
-        let model = parse(&data, named(String::new()), spec);
-        (hash.join(), model)
-    });
-    let sha256 = sha256.map_err(|_| Error::data("hashing the model failed").in_file(spec))?;
+    let (model, sha256) = parse_beside(&data, named(String::new()), spec, || sha256_hex(&data));
     let mut model = model?;
     match &mut model {
         Model::Bpe(bpe) => bpe.source = named(sha256),
@@ -100,45 +93,81 @@ fn header_error(file: &str, message: impl Into<String>) -> Error {
 
 /// Parses a model file's bytes.
 pub fn parse(bytes: &[u8], source: ModelSource, file: &str) -> Result<Model> {
+    parse_beside(bytes, source, file, || ()).0
+}
+
+/// Parses a model file's bytes and runs `beside` (the file's hash, for [`load`]) on a
+/// second thread while the work is single-threaded: beside the whole parse of a BPE
+/// model (the hash took ~1 ms of the ~10 ms a 32k model took to load), beside the table
+/// build of a large word model, whose lines are read on both cores first (its 26 MB hash
+/// took ~25 ms; run beside the two halves it slowed both).
+fn parse_beside<T: Send>(
+    bytes: &[u8],
+    source: ModelSource,
+    file: &str,
+    beside: impl FnOnce() -> T + Send,
+) -> (Result<Model>, T) {
     let mut lines = Lines::new(bytes);
-    let first = lines
-        .next()
-        .ok_or_else(|| Error::data("empty model file (no header line)").in_file(file))?;
+    let Some(first) = lines.next() else {
+        let e = Error::data("empty model file (no header line)").in_file(file);
+        return (Err(e), beside());
+    };
     let header = match serde_json::from_slice::<Value>(first) {
         Ok(Value::Object(map)) => map,
-        Ok(_) => return Err(header_error(file, "model header is not a JSON object")),
-        Err(e) => return Err(header_error(file, format!("malformed model header: {e}"))),
-    };
-    match header.get("version") {
-        Some(v) if v.as_u64() == Some(FORMAT_VERSION) => {}
-        Some(v) => {
-            return Err(header_error(
-                file,
-                format!(
-                "unsupported model format version {v} (this build reads version {FORMAT_VERSION})"
-            ),
-            ))
+        Ok(_) => {
+            return (
+                Err(header_error(file, "model header is not a JSON object")),
+                beside(),
+            )
         }
-        None => return Err(header_error(file, "model header has no \"version\"")),
+        Err(e) => {
+            let e = header_error(file, format!("malformed model header: {e}"));
+            return (Err(e), beside());
+        }
+    };
+    let version_error = match header.get("version") {
+        Some(v) if v.as_u64() == Some(FORMAT_VERSION) => None,
+        Some(v) => Some(format!(
+            "unsupported model format version {v} (this build reads version {FORMAT_VERSION})"
+        )),
+        None => Some("model header has no \"version\"".to_string()),
+    };
+    if let Some(message) = version_error {
+        return (Err(header_error(file, message)), beside());
     }
     let body = &bytes[first.len() + 1.min(bytes.len() - first.len())..];
     let mut numbered = lines.enumerate().map(|(k, line)| (k as u64 + 2, line));
     match header.get("kind").and_then(Value::as_str) {
-        Some("bpe") => {
+        Some("bpe") => std::thread::scope(|scope| {
+            let side = scope.spawn(beside);
             // Room for every line up front: growing the tables rehashes them.
             let lines = memchr::memchr_iter(b'\n', body).count() + 1;
-            parse_bpe(&header, &mut numbered, lines, source, file).map(Model::Bpe)
-        }
+            let model = parse_bpe(&header, &mut numbered, lines, source, file).map(Model::Bpe);
+            (
+                model,
+                side.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            )
+        }),
         Some("word") => {
             let parallel_min = crate::word::PARALLEL_MODEL_BYTES;
-            crate::word::parse_model_text(&header, body, parallel_min, source, file)
-                .map(Model::Word)
+            let (model, side) = crate::word::parse_model_text_beside(
+                &header,
+                body,
+                parallel_min,
+                source,
+                file,
+                beside,
+            );
+            (model.map(Model::Word), side)
         }
-        Some(other) => Err(header_error(
-            file,
-            format!("unknown model kind {other:?} (expected \"bpe\" or \"word\")"),
-        )),
-        None => Err(header_error(file, "model header has no \"kind\"")),
+        Some(other) => {
+            let message = format!("unknown model kind {other:?} (expected \"bpe\" or \"word\")");
+            (Err(header_error(file, message)), beside())
+        }
+        None => (
+            Err(header_error(file, "model header has no \"kind\"")),
+            beside(),
+        ),
     }
 }
 
