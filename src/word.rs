@@ -922,34 +922,38 @@ impl<'m> WordEncoder<'m> {
         ends: &mut Vec<usize>,
     ) -> u64 {
         let mut unknown = 0;
-        let (table, words) = (&self.ids.table, &self.ids.words);
-        let mut resolve = |pending: &mut Vec<(usize, crate::wordtable::Probe)>,
-                           ids: &mut Vec<u32>| {
-            for group in pending.chunks(crate::wordtable::GROUP) {
-                let touched =
-                    (group.iter()).fold(0u32, |acc, (_, p)| acc.wrapping_add(table.touch(p)));
-                std::hint::black_box(touched);
-                for (at, probe) in group {
-                    match table.find(probe, words) {
-                        Some(id) => ids[*at] = id,
-                        None => unknown += 1,
-                    }
-                }
-            }
-            pending.clear();
-        };
         let mut pending = Vec::with_capacity(PENDING);
         for record in records {
             split_generic(record, &mut |w: &[u8]| {
-                pending.push((ids.len(), table.probe(w)));
+                pending.push((ids.len(), self.ids.table.probe(w)));
                 ids.push(self.unk_id);
+                // Within a record too: one `--whole` record holds every word of the input.
+                if pending.len() >= PENDING {
+                    unknown += self.resolve(&mut pending, ids);
+                }
             });
             ends.push(ids.len());
-            if pending.len() >= PENDING {
-                resolve(&mut pending, ids);
+        }
+        unknown += self.resolve(&mut pending, ids);
+        unknown
+    }
+
+    /// Looks up the pending words, writes their ids in place (unknown words keep
+    /// `[UNK]`'s id) and returns how many were unknown.
+    fn resolve(&self, pending: &mut Vec<(usize, crate::wordtable::Probe)>, ids: &mut [u32]) -> u64 {
+        let (table, words) = (&self.ids.table, &self.ids.words);
+        let mut unknown = 0;
+        for group in pending.chunks(crate::wordtable::GROUP) {
+            let touched = (group.iter()).fold(0u32, |acc, (_, p)| acc.wrapping_add(table.touch(p)));
+            std::hint::black_box(touched);
+            for (at, probe) in group {
+                match table.find(probe, words) {
+                    Some(id) => ids[*at] = id,
+                    None => unknown += 1,
+                }
             }
         }
-        resolve(&mut pending, ids);
+        pending.clear();
         unknown
     }
 }
