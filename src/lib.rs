@@ -9,6 +9,7 @@ pub mod commands;
 pub mod decode;
 pub mod encode;
 pub mod error;
+mod hugemem;
 pub mod input;
 pub mod model;
 pub mod modelfile;

@@ -1,57 +1,35 @@
 //! The trainer's per-position array: each position's token and the record of the pair
 //! starting there, 8 bytes per position, in huge pages where the kernel allows.
 
-use memmap2::{Advice, MmapMut, MmapOptions};
+use crate::hugemem::HugeBytes;
 
 /// Below this many bytes the array lives on the heap: a map's system calls would cost more
 /// than the page-table walks they save.
 const MAP_MIN_BYTES: usize = 8 << 20;
 
-enum Mem {
-    Map(MmapMut),
-    Heap(Vec<u8>),
-}
-
 /// `len` slots of (token: u32, record: u32), zero-initialised.
 ///
-/// Random access into this array is the trainer's bottleneck. Anonymous memory advised as
-/// huge pages (transparent huge pages are `madvise`-only on the project machine) halves the
-/// cost of a random access on a 100 MB array (40 ns versus 70-90 ns measured), because
-/// TLB misses, not cache misses, dominate on a virtual machine. The memory map is
-/// memmap2's safe anonymous map; on any failure the array falls back to the heap.
+/// Random access into this array is the trainer's bottleneck, so it lives in huge pages
+/// ([`HugeBytes`]): TLB misses, not cache misses, dominate on a virtual machine.
 pub(super) struct Slots {
-    mem: Mem,
+    mem: HugeBytes,
 }
 
 impl Slots {
     pub(super) fn new(len: usize) -> Slots {
-        let bytes = len * 8;
-        if bytes >= MAP_MIN_BYTES {
-            if let Ok(map) = MmapOptions::new().len(bytes).map_anon() {
-                // Advice is a hint; without it the map still works.
-                let _ = map.advise(Advice::HugePage);
-                return Slots { mem: Mem::Map(map) };
-            }
-        }
         Slots {
-            mem: Mem::Heap(vec![0; bytes]),
+            mem: HugeBytes::zeroed(len * 8, MAP_MIN_BYTES),
         }
     }
 
     #[inline(always)]
     fn bytes(&self) -> &[u8] {
-        match &self.mem {
-            Mem::Map(m) => m,
-            Mem::Heap(v) => v,
-        }
+        self.mem.bytes()
     }
 
     #[inline(always)]
     fn bytes_mut(&mut self) -> &mut [u8] {
-        match &mut self.mem {
-            Mem::Map(m) => m,
-            Mem::Heap(v) => v,
-        }
+        self.mem.bytes_mut()
     }
 
     #[inline(always)]
