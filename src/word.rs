@@ -339,11 +339,10 @@ fn tiny_bytes(key: u64) -> Vec<u8> {
     bytes[..bytes[7] as usize].to_vec()
 }
 
-/// Word -> number, with words of up to 7 bytes as u64 keys, up to 23 inline
-/// ([`Inline`]), and longer ones as `L` (borrowed `&[u8]` while counting a shard, owned
-/// `Box<[u8]>` elsewhere). Most running words are short: their table has 12-byte
-/// entries instead of 28, so a 64k-word vocabulary's hot table stays in L2 (the
-/// lookups were ~60% of encoding with one table).
+/// Word -> number while counting, with words of up to 7 bytes as u64 keys, up to 23
+/// inline ([`Inline`]), and longer ones as `L` (borrowed `&[u8]` while counting a shard,
+/// owned `Box<[u8]>` when shards are merged). Most running words are short: their table
+/// has 12-byte entries instead of 28, so more of it stays in cache.
 #[derive(Clone)]
 struct WordIndex<L> {
     tiny: AHashMap<u64, u32>,

@@ -17,6 +17,60 @@ const PREFETCH: usize = 16;
 /// Per-merge cache slot not filled yet.
 const UNSET: u32 = u32::MAX - 1;
 
+/// The live position after live position `p` in a sequence of `n` slots, or `n`.
+/// `slot(q)` is slot `q`'s token word: a token, or [`DEL`] and a position for a deleted
+/// slot (both engines keep deleted runs this way; see [`delete_run`]).
+#[inline(always)]
+pub(super) fn next_live(p: u32, n: u32, slot: impl Fn(u32) -> u32) -> u32 {
+    let q = p + 1;
+    if q >= n {
+        return n;
+    }
+    let t = slot(q);
+    if t & DEL != 0 {
+        t & !DEL
+    } else {
+        q
+    }
+}
+
+/// The live position before live position `p`, or `NONE` (see [`next_live`]).
+#[inline(always)]
+pub(super) fn prev_live(p: u32, slot: impl Fn(u32) -> u32) -> u32 {
+    if p == 0 {
+        return NONE;
+    }
+    let q = p - 1;
+    let t = slot(q);
+    if t & DEL != 0 {
+        let v = t & !DEL;
+        // A run of one deleted slot stores the position after it (== p).
+        if v < q {
+            v
+        } else {
+            q - 1
+        }
+    } else {
+        q
+    }
+}
+
+/// Deletes live slot `r`, the right half of a merge at `p`, `s` being the live slot
+/// after it, by writing token words through `set`: the deleted run becomes `p+1..s`, and
+/// its two ends record `s` and `p`, so that [`next_live`] and [`prev_live`] jump it.
+#[inline(always)]
+pub(super) fn delete_run(p: u32, r: u32, s: u32, mut set: impl FnMut(u32, u32)) {
+    // `r` may end up inside the run, where nothing else would overwrite its token, and
+    // a stale token there would make a dead list entry look live.
+    set(r, DEL);
+    let g0 = p + 1;
+    let g1 = s - 1;
+    set(g0, DEL | s);
+    if g1 != g0 {
+        set(g1, DEL | p);
+    }
+}
+
 /// The weight of the occurrence of a pair starting at a position.
 pub(super) trait Weights: Sync {
     /// Every weight is 1 (so a weighted count is an occurrence count).
@@ -114,37 +168,13 @@ impl<W: Weights> Engine<W> {
     /// The live position after live position `p`, or `n`.
     #[inline(always)]
     fn next(&self, p: u32) -> u32 {
-        let q = p + 1;
-        if q >= self.n {
-            return self.n;
-        }
-        let t = self.slots.tok(q);
-        if t & DEL != 0 {
-            t & !DEL
-        } else {
-            q
-        }
+        next_live(p, self.n, |q| self.slots.tok(q))
     }
 
     /// The live position before live position `p`, or `NONE`.
     #[inline(always)]
     fn prev(&self, p: u32) -> u32 {
-        if p == 0 {
-            return NONE;
-        }
-        let q = p - 1;
-        let t = self.slots.tok(q);
-        if t & DEL != 0 {
-            let v = t & !DEL;
-            // A run of one deleted slot stores the position after it (== p).
-            if v < q {
-                v
-            } else {
-                q - 1
-            }
-        } else {
-            q
-        }
+        prev_live(p, |q| self.slots.tok(q))
     }
 
     /// Whether `(a, b)` currently occurs at `p` (`p` may be a dead entry).
@@ -158,18 +188,10 @@ impl<W: Weights> Engine<W> {
     }
 
     /// Deletes live slot `r`, the right half of a merge at `p`; `s` is the live slot after
-    /// it. The deleted run becomes `p+1..s`; its two ends record `s` and `p`.
+    /// it.
     #[inline(always)]
     fn delete(&mut self, p: u32, r: u32, s: u32) {
-        // `r` may end up inside the run, where nothing else would overwrite its token, and
-        // a stale token there would make a dead list entry look live.
-        self.slots.set_tok(r, DEL);
-        let g0 = p + 1;
-        let g1 = s - 1;
-        self.slots.set_tok(g0, DEL | s);
-        if g1 != g0 {
-            self.slots.set_tok(g1, DEL | p);
-        }
+        delete_run(p, r, s, |q, v| self.slots.set_tok(q, v));
     }
 
     fn alloc_rec(&mut self, rec: Rec) -> u32 {

@@ -55,7 +55,7 @@
 //!   until the top falls to their level (8.5 k heap pushes saved): no measurable change
 //!   (in process 3.9-4.3 ms per call either way). Not kept.
 
-use super::engine::{Weights, DEL, NONE, SEP};
+use super::engine::{delete_run, next_live, prev_live, Weights, DEL, NONE, SEP};
 use super::Merge;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -140,37 +140,13 @@ impl Lay {
     /// The live position after live position `p`, or `n`.
     #[inline(always)]
     fn next(self, slots: &[u32], p: u32) -> u32 {
-        let q = p + 1;
-        if q >= self.n {
-            return self.n;
-        }
-        let t = slots[q as usize];
-        if t & DEL != 0 {
-            t & !DEL
-        } else {
-            q
-        }
+        next_live(p, self.n, |q| slots[q as usize])
     }
 
     /// The live position before live position `p`, or `NONE`.
     #[inline(always)]
     fn prev(self, slots: &[u32], p: u32) -> u32 {
-        if p == 0 {
-            return NONE;
-        }
-        let q = p - 1;
-        let t = slots[q as usize];
-        if t & DEL != 0 {
-            let v = t & !DEL;
-            // A run of one deleted slot stores the position after it (== p).
-            if v < q {
-                v
-            } else {
-                q - 1
-            }
-        } else {
-            q
-        }
+        prev_live(p, |q| slots[q as usize])
     }
 
     /// Whether `(a, b)` currently occurs at `p` (`p` may be a dead entry).
@@ -189,15 +165,7 @@ impl Lay {
     #[inline(always)]
     fn merge_at(self, slots: &mut [u32], p: u32, r: u32, s: u32, c: u32) {
         slots[p as usize] = self.with_tok(slots[p as usize], c);
-        // `r` may end up inside the run, where nothing else would overwrite its token, and
-        // a stale token there would make a dead list entry look live.
-        slots[r as usize] = DEL;
-        let g0 = p + 1;
-        let g1 = s - 1;
-        slots[g0 as usize] = DEL | s;
-        if g1 != g0 {
-            slots[g1 as usize] = DEL | p;
-        }
+        delete_run(p, r, s, |q, v| slots[q as usize] = v);
     }
 }
 
