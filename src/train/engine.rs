@@ -71,6 +71,32 @@ pub(super) fn delete_run(p: u32, r: u32, s: u32, mut set: impl FnMut(u32, u32)) 
     }
 }
 
+/// The heap of both engines: (count, first position, record), largest first, so ties in
+/// count go to the pair that occurs first. Entries go stale as counts and first positions
+/// change; they are corrected lazily by [`pick_current`].
+pub(super) type PairHeap = BinaryHeap<(u64, Reverse<u32>, u32)>;
+
+/// Pops `heap` until its top is current and returns that record. `current(id)` gives a
+/// record's count and first live position, or `None` for a released record (count < 2).
+pub(super) fn pick_current(
+    heap: &mut PairHeap,
+    mut current: impl FnMut(u32) -> Option<(u64, u32)>,
+) -> Option<u32> {
+    while let Some((count, Reverse(pos), id)) = heap.pop() {
+        let Some((cur, first)) = current(id) else {
+            continue; // released slot
+        };
+        if first == NONE {
+            continue; // impossible for a count >= 2; never loop on it
+        }
+        if cur == count && first == pos {
+            return Some(id);
+        }
+        heap.push((cur, Reverse(first), id));
+    }
+    None
+}
+
 /// The weight of the occurrence of a pair starting at a position.
 pub(super) trait Weights: Sync {
     /// Every weight is 1 (so a weighted count is an occurrence count).
@@ -125,7 +151,7 @@ pub(super) struct Engine<W: Weights> {
     weights: W,
     recs: Vec<Rec>,
     free: Vec<u32>,
-    heap: BinaryHeap<(u64, Reverse<u32>, u32)>,
+    heap: PairHeap,
     next_id: u32,
     /// Leftmost position that may start a pair, for the all-counts-are-1 phase.
     cursor: u32,
@@ -329,21 +355,13 @@ impl<W: Weights> Engine<W> {
 
     /// Pops the heap until its top is current; that record is the pair to merge.
     fn pick(&mut self) -> Option<u32> {
-        while let Some((count, Reverse(pos), id)) = self.heap.pop() {
-            let cur = self.recs[id as usize].count;
-            if cur < 2 {
-                continue; // released slot
-            }
-            let first = self.first_live(id);
-            if first == NONE {
-                continue; // impossible for a count >= 2; never loop on it
-            }
-            if cur == count && first == pos {
-                return Some(id);
-            }
-            self.heap.push((cur, Reverse(first), id));
-        }
-        None
+        let mut heap = std::mem::take(&mut self.heap);
+        let id = pick_current(&mut heap, |id| {
+            let count = self.recs[id as usize].count;
+            (count >= 2).then(|| (count, self.first_live(id)))
+        });
+        self.heap = heap;
+        id
     }
 
     fn grow_caches(&mut self) {

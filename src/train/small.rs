@@ -55,7 +55,9 @@
 //!   until the top falls to their level (8.5 k heap pushes saved): no measurable change
 //!   (in process 3.9-4.3 ms per call either way). Not kept.
 
-use super::engine::{delete_run, next_live, prev_live, Weights, DEL, NONE, SEP};
+use super::engine::{
+    delete_run, next_live, pick_current, prev_live, PairHeap, Weights, DEL, NONE, SEP,
+};
 use super::Merge;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -288,7 +290,7 @@ pub(super) struct Small<W: Weights> {
     arena: Vec<u32>,
     /// Entries in use at the front of `arena`.
     alen: usize,
-    heap: BinaryHeap<(u64, Reverse<u32>, u32)>,
+    heap: PairHeap,
     next_id: u32,
     /// Leftmost position that may start a pair, for the all-counts-are-1 phase.
     cursor: u32,
@@ -493,21 +495,13 @@ impl<W: Weights> Small<W> {
 
     /// Pops the heap until its top is current; that record is the pair to merge.
     fn pick(&mut self) -> Option<u32> {
-        while let Some((count, Reverse(pos), id)) = self.heap.pop() {
-            let cur = self.recs.recs[id as usize].count;
-            if cur < 2 {
-                continue; // released slot
-            }
-            let first = self.first_live(id);
-            if first == NONE {
-                continue; // impossible for a count >= 2; never loop on it
-            }
-            if cur == count && first == pos {
-                return Some(id);
-            }
-            self.heap.push((cur, Reverse(first), id));
-        }
-        None
+        let mut heap = std::mem::take(&mut self.heap);
+        let id = pick_current(&mut heap, |id| {
+            let count = self.recs.recs[id as usize].count;
+            (count >= 2).then(|| (count, self.first_live(id)))
+        });
+        self.heap = heap;
+        id
     }
 
     /// Merges every occurrence of a tracked pair, left to right, updating neighbours.
