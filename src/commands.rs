@@ -3,17 +3,19 @@
 //! notes reach the binary through callbacks; nothing here prints.
 
 use std::io::Write;
-use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 
 use crate::decode::{decode_ids, vocab_size, DecodeBuf, DecodeTable};
-use crate::encode::{encode_blocks, AllowedSpecial, Encoder, IdBlock};
+use crate::encode::{AllowedSpecial, Encoder};
 use crate::error::{Error, Result};
 use crate::input::{self, Source};
 use crate::model::{Model, SpecialToken, SplitSpec};
 use crate::modelfile::{self, StreamModel};
 use crate::ndjson;
+use crate::parallel::Pool;
 use crate::pretokenize::{self, ChunkCounter, ChunkCounts, Splitter};
 use crate::train::{self, Merge};
+use std::ops::ControlFlow;
 
 fn write_err(e: std::io::Error) -> Error {
     Error::io("write failed", e).in_file("<stdout>")
@@ -291,6 +293,16 @@ pub struct EncodeStats {
 }
 
 impl EncodeStats {
+    /// Adds the totals of a later part of the input.
+    pub fn add(&mut self, other: &EncodeStats) {
+        self.records += other.records;
+        self.tokens += other.tokens;
+        self.bytes += other.bytes;
+        if let (Some(n), Some(more)) = (self.unknown.as_mut(), other.unknown) {
+            *n += more;
+        }
+    }
+
     /// The `--stats` summary line.
     pub fn summary(&self) -> String {
         let per_token = if self.tokens == 0 {
@@ -320,30 +332,15 @@ enum AnyEncoder<'m> {
 }
 
 impl AnyEncoder<'_> {
-    fn batch(&self, records: &[&[u8]], threads: usize) -> Vec<IdBlock> {
+    /// Appends each record's ids to `ids` and the end of its ids to `ends`; returns the
+    /// number of unknown words (word models; 0 for BPE).
+    fn encode_records(&self, records: &[&[u8]], ids: &mut Vec<u32>, ends: &mut Vec<usize>) -> u64 {
         match self {
-            AnyEncoder::Bpe(enc) => encode_blocks(enc, records, threads),
-            AnyEncoder::Word(enc) => {
-                let encode_all = |part: &[&[u8]]| -> IdBlock {
-                    let mut block = IdBlock::default();
-                    enc.encode_records(part, &mut block.ids, &mut block.ends);
-                    block
-                };
-                if threads < 2 || records.len() < 64 {
-                    return vec![encode_all(records)];
-                }
-                let per = records.len().div_ceil(threads);
-                std::thread::scope(|scope| {
-                    let parts: Vec<_> = records
-                        .chunks(per)
-                        .map(|part| scope.spawn(move || encode_all(part)))
-                        .collect();
-                    parts
-                        .into_iter()
-                        .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                        .collect()
-                })
+            AnyEncoder::Bpe(enc) => {
+                enc.encode_records(records, ids, ends);
+                0
             }
+            AnyEncoder::Word(enc) => enc.encode_records(records, ids, ends),
         }
     }
 }
@@ -419,59 +416,158 @@ pub fn encode(
         return Ok(stats);
     }
 
-    // Records are encoded in batches so that threads share the work while memory
-    // stays bounded by the batch, whatever the input size.
-    let mut emit = |ids: &[u32], bytes: usize, stats: &mut EncodeStats| -> Result<()> {
-        stats.records += 1;
-        stats.tokens += ids.len() as u64;
-        stats.bytes += bytes as u64;
-        if let (Some(unk), Some(n)) = (unk, stats.unknown.as_mut()) {
-            *n += ids.iter().filter(|&&id| id == unk).count() as u64;
-        }
-        if config.count {
-            ndjson::push_u32(&mut buf, ids.len() as u32);
-        } else {
-            ndjson::push_ids(&mut buf, ids);
-        }
-        buf.push(b'\n');
-        if buf.len() >= 1 << 16 {
-            out.write_all(&buf).map_err(write_err)?;
-            buf.clear();
-        }
-        Ok(())
+    // Line mode: items of whole lines encoded and formatted on the threads, written in
+    // order by this thread (see `encode_run`).
+    let format = ItemFormat {
+        unk,
+        count: config.count,
     };
-    const BATCH_BYTES: usize = 1 << 20;
-    const BATCH_RECORDS: usize = 4096;
-    let mut arena: Vec<u8> = Vec::with_capacity(BATCH_BYTES);
-    let mut ends: Vec<usize> = Vec::with_capacity(BATCH_RECORDS);
-    let mut flush_batch =
-        |arena: &mut Vec<u8>, ends: &mut Vec<usize>, stats: &mut EncodeStats| -> Result<()> {
-            let mut records: Vec<&[u8]> = Vec::with_capacity(ends.len());
-            let mut start = 0;
-            for &end in ends.iter() {
-                records.push(&arena[start..end]);
-                start = end;
-            }
-            let blocks = encoder.batch(&records, config.threads);
-            let encoded = blocks.iter().flat_map(IdBlock::records);
-            for (ids, record) in encoded.zip(&records) {
-                emit(ids, record.len(), stats)?;
-            }
-            arena.clear();
-            ends.clear();
-            Ok(())
-        };
-    input::for_each_line(sources, config.no_mmap, &mut |_, _, line| {
-        arena.extend_from_slice(line);
-        ends.push(arena.len());
-        if arena.len() >= BATCH_BYTES || ends.len() >= BATCH_RECORDS {
-            flush_batch(&mut arena, &mut ends, &mut stats)?;
-        }
-        Ok(())
+    let pool = Pool::default();
+    input::for_each_line_run(sources, config.no_mmap, ENCODE_RUN, &mut |_, _, run| {
+        encode_run(
+            &encoder,
+            format,
+            config.threads,
+            &pool,
+            run,
+            &mut stats,
+            out,
+        )
     })?;
-    flush_batch(&mut arena, &mut ends, &mut stats)?;
-    emit_flush(out, &mut buf)?;
     Ok(stats)
+}
+
+/// Line-mode input is cut into items of about this many bytes of whole lines (a longer
+/// line is an item of its own).
+const ENCODE_ITEM: usize = 1 << 18;
+/// From a stream, runs of about this many bytes of whole lines are read at a time.
+const ENCODE_RUN: usize = 1 << 22;
+
+/// How an item's records are written.
+#[derive(Clone, Copy)]
+struct ItemFormat {
+    /// `[UNK]`'s id, counted for `--stats` (word models).
+    unk: Option<u32>,
+    /// `--count`: token counts instead of ids.
+    count: bool,
+}
+
+/// An item's output and totals, and the working memory that made them (returned to
+/// the pool once written).
+#[derive(Default)]
+struct EncodedItem {
+    out: Vec<u8>,
+    stats: EncodeStats,
+    ids: Vec<u32>,
+    ends: Vec<usize>,
+}
+
+/// Encodes one run of whole lines: items cut from it are encoded and formatted on the
+/// threads while this thread writes the finished ones in order. Before, each batch of
+/// lines was copied, encoded by threads started for it, then formatted and written by
+/// this thread while the threads waited: a second thread gained a third at most.
+fn encode_run(
+    encoder: &AnyEncoder,
+    format: ItemFormat,
+    threads: usize,
+    pool: &Pool<EncodedItem>,
+    run: &[u8],
+    stats: &mut EncodeStats,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let items = LineItems {
+        text: run,
+        pos: 0,
+        target: ENCODE_ITEM,
+    };
+    let work = |item: &[u8]| encode_item(encoder, format, pool.take(), item);
+    let mut write = |done: EncodedItem| -> Result<()> {
+        stats.add(&done.stats);
+        let written = out.write_all(&done.out).map_err(write_err);
+        pool.put(done);
+        written
+    };
+    if threads < 2 || run.len() < 2 * ENCODE_ITEM {
+        for item in items {
+            write(work(item))?;
+        }
+        return Ok(());
+    }
+    let failed =
+        crate::parallel::ordered(threads, 2 * threads + 2, items, work, |done| {
+            match write(done) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => ControlFlow::Break(e),
+            }
+        });
+    failed.map_or(Ok(()), Err)
+}
+
+/// The records (lines) of `text` encoded and formatted, in `memory`'s buffers.
+fn encode_item(
+    encoder: &AnyEncoder,
+    format: ItemFormat,
+    memory: EncodedItem,
+    text: &[u8],
+) -> EncodedItem {
+    let EncodedItem {
+        mut out,
+        mut ids,
+        mut ends,
+        ..
+    } = memory;
+    out.clear();
+    ids.clear();
+    ends.clear();
+    let records: Vec<&[u8]> = input::Lines::new(text).collect();
+    let unknown = encoder.encode_records(&records, &mut ids, &mut ends);
+    let stats = EncodeStats {
+        records: records.len() as u64,
+        tokens: ids.len() as u64,
+        bytes: records.iter().map(|r| r.len() as u64).sum(),
+        unknown: format.unk.map(|_| unknown),
+    };
+    let mut start = 0;
+    for &end in &ends {
+        if format.count {
+            ndjson::push_u32(&mut out, (end - start) as u32);
+        } else {
+            ndjson::push_ids(&mut out, &ids[start..end]);
+        }
+        out.push(b'\n');
+        start = end;
+    }
+    EncodedItem {
+        out,
+        stats,
+        ids,
+        ends,
+    }
+}
+
+/// Cuts text into items of whole lines of about `target` bytes (a longer line is one
+/// item).
+struct LineItems<'t> {
+    text: &'t [u8],
+    pos: usize,
+    target: usize,
+}
+
+impl<'t> Iterator for LineItems<'t> {
+    type Item = &'t [u8];
+    fn next(&mut self) -> Option<&'t [u8]> {
+        let (text, start) = (self.text, self.pos);
+        if start >= text.len() {
+            return None;
+        }
+        let target = start + self.target;
+        self.pos = if target >= text.len() {
+            text.len()
+        } else {
+            memchr::memchr(b'\n', &text[target..]).map_or(text.len(), |k| target + k + 1)
+        };
+        Some(&text[start..self.pos])
+    }
 }
 
 fn emit_flush(out: &mut dyn Write, buf: &mut Vec<u8>) -> Result<()> {
@@ -685,7 +781,6 @@ impl Iterator for Cutter<'_> {
 /// What a thread made of an item: the item's output in `buf` and, for whole lines, the
 /// number of lines; `ok` false when the fast path refused it.
 struct Decoded {
-    index: usize,
     item: Item,
     ok: bool,
     lines: u64,
@@ -794,8 +889,8 @@ impl StreamDecoder {
             long: None,
         };
         let mut stop = Stop::Done;
-        for (index, item) in cutter.enumerate() {
-            let decoded = decode_item(&table, self.whole, &free, text, index, item);
+        for item in cutter {
+            let decoded = decode_item(&table, self.whole, &free, text, item);
             if let Some(early) = self.write_item(&mut writing, decoded, generation, out)? {
                 stop = early;
                 break;
@@ -817,101 +912,35 @@ impl StreamDecoder {
         let table = Arc::clone(self.table()?);
         let generation = self.generation;
         let threads = self.threads;
-        let ahead = 2 * threads + 2;
-        struct Queue<'t> {
-            cutter: std::iter::Enumerate<Cutter<'t>>,
-            /// Items handed out and items written so far.
-            taken: usize,
-            written: usize,
-            stop: bool,
-        }
-        let queue = Mutex::new(Queue {
-            cutter: Cutter {
-                text,
-                pos: 0,
-                long: None,
-            }
-            .enumerate(),
-            taken: 0,
-            written: 0,
-            stop: false,
-        });
-        let wake = Condvar::new();
-        let (send, receive) = mpsc::channel::<Decoded>();
         let whole = self.whole;
         let free = Mutex::new(std::mem::take(&mut self.free));
-        let stop_all = || {
-            if let Ok(mut q) = queue.lock() {
-                q.stop = true;
-            }
-            wake.notify_all();
+        let cutter = Cutter {
+            text,
+            pos: 0,
+            long: None,
         };
-        let result = std::thread::scope(|scope| {
-            for _ in 0..threads {
-                let send = send.clone();
-                let (queue, wake, table, free) = (&queue, &wake, &table, &free);
-                scope.spawn(move || loop {
-                    let next = {
-                        let Ok(mut q) = queue.lock() else { return };
-                        while !q.stop && q.taken >= q.written + ahead {
-                            q = match wake.wait(q) {
-                                Ok(q) => q,
-                                Err(_) => return,
-                            };
-                        }
-                        if q.stop {
-                            return;
-                        }
-                        q.taken += 1;
-                        q.cutter.next()
-                    };
-                    let Some((index, item)) = next else { return };
-                    if send
-                        .send(decode_item(table, whole, free, text, index, item))
-                        .is_err()
-                    {
-                        return;
-                    }
-                });
-            }
-            drop(send);
-            let mut writing = Writing {
-                file,
-                text,
-                line,
-                pieces: Vec::new(),
-                refused: false,
-                free: &free,
-            };
-            let mut waiting: std::collections::BTreeMap<usize, Decoded> = Default::default();
-            let mut next = 0;
-            let outcome = loop {
-                let decoded = match waiting.remove(&next) {
-                    Some(decoded) => decoded,
-                    None => match receive.recv() {
-                        Ok(decoded) => {
-                            waiting.insert(decoded.index, decoded);
-                            continue;
-                        }
-                        Err(_) => break Ok(Stop::Done),
-                    },
-                };
-                next += 1;
-                if let Ok(mut q) = queue.lock() {
-                    q.written = next;
-                }
-                wake.notify_all();
-                match self.write_item(&mut writing, decoded, generation, out) {
-                    Ok(None) => {}
-                    Ok(Some(stop)) => break Ok(stop),
-                    Err(e) => break Err(e),
-                }
-            };
-            stop_all();
-            outcome
-        });
+        let mut writing = Writing {
+            file,
+            text,
+            line,
+            pieces: Vec::new(),
+            refused: false,
+            free: &free,
+        };
+        let stopped = crate::parallel::ordered(
+            threads,
+            2 * threads + 2,
+            cutter,
+            |item| decode_item(&table, whole, &free, text, item),
+            |decoded| match self.write_item(&mut writing, decoded, generation, out) {
+                Ok(None) => ControlFlow::Continue(()),
+                Ok(Some(stop)) => ControlFlow::Break(Ok(stop)),
+                Err(e) => ControlFlow::Break(Err(e)),
+            },
+        );
+        drop(writing);
         self.free = free.into_inner().unwrap_or_default();
-        result
+        stopped.unwrap_or(Ok(Stop::Done))
     }
 
     /// Writes one decoded item (the next in order), or reads it again line by line when
@@ -1085,7 +1114,6 @@ fn decode_item(
     whole: bool,
     free: &Mutex<Vec<DecodeBuf>>,
     text: &[u8],
-    index: usize,
     item: Item,
 ) -> Decoded {
     let mut buf = free
@@ -1122,7 +1150,6 @@ fn decode_item(
         }
     };
     Decoded {
-        index,
         item,
         ok,
         lines,

@@ -581,6 +581,17 @@ impl<'m> Encoder<'m> {
         Ok(())
     }
 
+    /// Appends the ids of each record to `ids`, and after each record the length of
+    /// `ids` to `ends`.
+    pub fn encode_records(&self, records: &[&[u8]], ids: &mut Vec<u32>, ends: &mut Vec<usize>) {
+        let mut scratch = self.take_scratch();
+        for record in records {
+            self.encode_with(&mut scratch, record, ids);
+            ends.push(ids.len());
+        }
+        self.put_scratch(scratch);
+    }
+
     fn take_scratch(&self) -> Scratch {
         match self.pool.lock() {
             Ok(mut pool) => pool.pop().unwrap_or_default(),
