@@ -480,19 +480,55 @@ fn whole_streams_are_cut_between_ids() {
         .assert()
         .success()
         .stdout(predicate::eq(text.clone()));
+    // One space late in the record: the pieces before it are written by the fast path,
+    // the general reader reads the record again and writes only the rest.
+    for threads in ["1", "2"] {
+        let mut late = ids.clone();
+        let at = late.len() * 2 / 3;
+        let comma = at + late[at..].iter().position(|&b| b == b',').unwrap();
+        late.insert(comma + 1, b' ');
+        tool("bpe-decode", &dir)
+            .args(["--whole", "-j", threads])
+            .write_stdin(late)
+            .assert()
+            .success()
+            .stdout(predicate::eq(text.clone()));
+    }
     let mut bad = ids.clone();
     let at = bad.len() * 2 / 3;
     let comma = at + bad[at..].iter().position(|&b| b == b',').unwrap();
     bad.insert(comma + 1, b'-');
-    tool("bpe-decode", &dir)
-        .args(["--whole", "-j", "2"])
-        .write_stdin(bad)
-        .assert()
-        .code(1)
-        .stdout("")
-        .stderr(predicate::str::starts_with(
-            "bpe-decode: error: <stdin>:2: negative id",
-        ));
+    // The pieces before the bad one are written as they decode (memory stays bounded),
+    // nothing from the bad id on.
+    let record_start = ids.iter().position(|&b| b == b'[').unwrap() + 1;
+    let good_ids: Vec<u32> = std::str::from_utf8(&ids[record_start..comma])
+        .unwrap()
+        .split(',')
+        .map(|id| id.parse().unwrap())
+        .collect();
+    let model = toksuite::modelfile::load("o200k_base", None).unwrap();
+    let mut before_bad = Vec::new();
+    decode_ids(&model, &good_ids, &mut before_bad).unwrap();
+    for threads in ["1", "2"] {
+        let out = tool("bpe-decode", &dir)
+            .args(["--whole", "-j", threads])
+            .write_stdin(bad.clone())
+            .assert()
+            .code(1)
+            .stderr(predicate::str::starts_with(
+                "bpe-decode: error: <stdin>:2: negative id",
+            ))
+            .get_output()
+            .stdout
+            .clone();
+        assert!(!out.is_empty(), "-j {threads}: the pieces before were held");
+        assert!(
+            before_bad.starts_with(&out),
+            "-j {threads}: {} bytes written, not a prefix of the {} before the bad id",
+            out.len(),
+            before_bad.len()
+        );
+    }
 }
 
 /// A special token with an id far past the others stays out of the dense table (which
