@@ -3,7 +3,8 @@
 //! notes reach the binary through callbacks; nothing here prints.
 
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use crate::decode::{decode_ids, vocab_size, DecodeBuf, DecodeTable};
 use crate::encode::{AllowedSpecial, Encoder};
@@ -15,7 +16,6 @@ use crate::ndjson;
 use crate::parallel::Pool;
 use crate::pretokenize::{self, ChunkCounter, ChunkCounts, Splitter};
 use crate::train::{self, Merge};
-use std::ops::ControlFlow;
 
 fn write_err(e: std::io::Error) -> Error {
     Error::io("write failed", e).in_file("<stdout>")
@@ -810,7 +810,7 @@ struct Writing<'t> {
     streamed: usize,
     refused: bool,
     /// Output buffers to reuse.
-    free: &'t Mutex<Vec<DecodeBuf>>,
+    free: &'t Pool<DecodeBuf>,
 }
 
 impl StreamDecoder {
@@ -876,7 +876,7 @@ impl StreamDecoder {
     ) -> Result<Stop> {
         let table = Arc::clone(self.table()?);
         let generation = self.generation;
-        let free = Mutex::new(std::mem::take(&mut self.free));
+        let free = Pool::from(std::mem::take(&mut self.free));
         let mut writing = Writing {
             file,
             text,
@@ -898,7 +898,7 @@ impl StreamDecoder {
                 break;
             }
         }
-        self.free = free.into_inner().unwrap_or_default();
+        self.free = free.into_inner();
         Ok(stop)
     }
 
@@ -915,7 +915,7 @@ impl StreamDecoder {
         let generation = self.generation;
         let threads = self.threads;
         let whole = self.whole;
-        let free = Mutex::new(std::mem::take(&mut self.free));
+        let free = Pool::from(std::mem::take(&mut self.free));
         let cutter = Cutter {
             text,
             pos: 0,
@@ -940,7 +940,7 @@ impl StreamDecoder {
                 Err(e) => ControlFlow::Break(Err(e)),
             },
         );
-        self.free = free.into_inner().unwrap_or_default();
+        self.free = free.into_inner();
         stopped.unwrap_or(Ok(Stop::Done))
     }
 
@@ -965,12 +965,12 @@ impl StreamDecoder {
         let slow_end = match item.piece {
             None if ok => {
                 out.write_all(buf.as_slice()).map_err(write_err)?;
-                recycle(writing.free, buf);
+                writing.free.put(buf);
                 writing.line += lines;
                 return Ok(None);
             }
             None => {
-                recycle(writing.free, buf);
+                writing.free.put(buf);
                 self.lines(file, writing.line, &text[item.start..item.end], out)?;
                 writing.line +=
                     memchr::memchr_iter(b'\n', &text[item.start..item.end]).count() as u64;
@@ -990,7 +990,7 @@ impl StreamDecoder {
                 } else {
                     writing.refused = true;
                 }
-                recycle(writing.free, buf);
+                writing.free.put(buf);
                 if !last {
                     return Ok(None);
                 }
@@ -1113,15 +1113,11 @@ impl StreamDecoder {
 fn decode_item(
     table: &DecodeTable,
     whole: bool,
-    free: &Mutex<Vec<DecodeBuf>>,
+    free: &Pool<DecodeBuf>,
     text: &[u8],
     item: Item,
 ) -> Decoded {
-    let mut buf = free
-        .lock()
-        .ok()
-        .and_then(|mut free| free.pop())
-        .unwrap_or_default();
+    let mut buf = free.take();
     buf.clear();
     let mut item = item;
     let part = &text[item.start..item.end];
@@ -1175,12 +1171,6 @@ impl Write for SkipFirst<'_> {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.out.flush()
-    }
-}
-
-fn recycle(free: &Mutex<Vec<DecodeBuf>>, buf: DecodeBuf) {
-    if let Ok(mut free) = free.lock() {
-        free.push(buf);
     }
 }
 

@@ -39,12 +39,12 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::Mutex;
 
 use ahash::AHashMap;
 
 use crate::error::{Error, Result};
 use crate::model::{BpeModel, ModelSource};
+use crate::parallel::Pool;
 use crate::pretokenize::Splitter;
 
 /// Which special tokens are recognised in the text (tiktoken's `allowed_special`).
@@ -322,7 +322,7 @@ pub struct Encoder<'m> {
     scan_max: usize,
     /// Bits of the position in a scan key.
     scan_shift: u32,
-    pool: Mutex<Vec<Scratch>>,
+    pool: Pool<Scratch>,
 }
 
 /// Models with at most this many pairs get a [`FlatPairs`] table (3 MB at most, built
@@ -514,7 +514,7 @@ impl<'m> Encoder<'m> {
             special_start,
             whole,
             cut,
-            pool: Mutex::new(Vec::new()),
+            pool: Pool::default(),
         })
     }
 
@@ -593,16 +593,11 @@ impl<'m> Encoder<'m> {
     }
 
     fn take_scratch(&self) -> Scratch {
-        match self.pool.lock() {
-            Ok(mut pool) => pool.pop().unwrap_or_default(),
-            Err(_) => Scratch::default(),
-        }
+        self.pool.take()
     }
 
     fn put_scratch(&self, scratch: Scratch) {
-        if let Ok(mut pool) = self.pool.lock() {
-            pool.push(scratch);
-        }
+        self.pool.put(scratch);
     }
 
     /// Encodes one record with the given working memory.
@@ -1010,27 +1005,15 @@ pub fn encode_blocks(enc: &Encoder, records: &[&[u8]], threads: usize) -> Vec<Id
     let mut blocks: Vec<IdBlock> = (0..records.len().div_ceil(block))
         .map(|_| IdBlock::default())
         .collect();
-    let encode_block = |scratch: &mut Scratch, out: &mut IdBlock, recs: &[&[u8]]| {
-        for record in recs {
-            enc.encode_with(scratch, record, &mut out.ids);
-            out.ends.push(out.ids.len());
-        }
+    let work = blocks.iter_mut().zip(records.chunks(block));
+    let encode_block = |(out, recs): (&mut IdBlock, &[&[u8]])| {
+        enc.encode_records(recs, &mut out.ids, &mut out.ends)
     };
     if threads == 1 {
-        let mut scratch = enc.take_scratch();
-        for (out, recs) in blocks.iter_mut().zip(records.chunks(block)) {
-            encode_block(&mut scratch, out, recs);
-        }
-        enc.put_scratch(scratch);
-        return blocks;
+        work.for_each(encode_block);
+    } else {
+        crate::parallel::on_demand(threads, work, || (), |_, item| encode_block(item), |_| ());
     }
-    crate::parallel::on_demand(
-        threads,
-        blocks.iter_mut().zip(records.chunks(block)),
-        || enc.take_scratch(),
-        |scratch, (out, recs)| encode_block(scratch, out, recs),
-        |scratch| enc.put_scratch(scratch),
-    );
     blocks
 }
 

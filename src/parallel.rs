@@ -175,6 +175,21 @@ impl<T> Default for Pool<T> {
     }
 }
 
+impl<T> From<Vec<T>> for Pool<T> {
+    fn from(free: Vec<T>) -> Self {
+        Pool {
+            free: Mutex::new(free),
+        }
+    }
+}
+
+impl<T> Pool<T> {
+    /// The kept values.
+    pub fn into_inner(self) -> Vec<T> {
+        self.free.into_inner().unwrap_or_default()
+    }
+}
+
 impl<T: Default> Pool<T> {
     /// A kept value, or a new one.
     pub fn take(&self) -> T {
