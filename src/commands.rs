@@ -848,11 +848,7 @@ impl StreamDecoder {
                 return Ok(());
             }
             let rest = &text[pos..];
-            let stop = if self.threads < 2 || rest.len() < DECODE_PARALLEL_MIN {
-                self.items_serial(file, line, rest, out)?
-            } else {
-                self.items_parallel(file, line, rest, out)?
-            };
+            let stop = self.items(file, line, rest, out)?;
             match stop {
                 Stop::Done => return Ok(()),
                 Stop::Restart {
@@ -866,57 +862,16 @@ impl StreamDecoder {
         }
     }
 
-    /// The items of `text` decoded and written one after the other.
-    fn items_serial(
-        &mut self,
-        file: &str,
-        line: u64,
-        text: &[u8],
-        out: &mut dyn Write,
-    ) -> Result<Stop> {
-        let table = Arc::clone(self.table()?);
-        let generation = self.generation;
-        let free = Pool::from(std::mem::take(&mut self.free));
-        let mut writing = Writing {
-            file,
-            text,
-            line,
-            streamed: 0,
-            refused: false,
-            free: &free,
-        };
-        let cutter = Cutter {
-            text,
-            pos: 0,
-            long: None,
-        };
-        let mut stop = Stop::Done;
-        for item in cutter {
-            let decoded = decode_item(&table, self.whole, &free, text, item);
-            if let Some(early) = self.write_item(&mut writing, decoded, generation, out)? {
-                stop = early;
-                break;
-            }
-        }
-        self.free = free.into_inner();
-        Ok(stop)
-    }
-
-    /// The items of `text` decoded on the threads and written in order by this thread,
-    /// at most `2 * threads + 2` of them decoded ahead of the writing.
-    fn items_parallel(
-        &mut self,
-        file: &str,
-        line: u64,
-        text: &[u8],
-        out: &mut dyn Write,
-    ) -> Result<Stop> {
+    /// The items of `text` decoded and written in order: on the threads, at most
+    /// `2 * threads + 2` of them decoded ahead of the writing, or one after the other on
+    /// this thread for one thread or a short text.
+    fn items(&mut self, file: &str, line: u64, text: &[u8], out: &mut dyn Write) -> Result<Stop> {
         let table = Arc::clone(self.table()?);
         let generation = self.generation;
         let threads = self.threads;
         let whole = self.whole;
         let free = Pool::from(std::mem::take(&mut self.free));
-        let cutter = Cutter {
+        let mut cutter = Cutter {
             text,
             pos: 0,
             long: None,
@@ -929,17 +884,17 @@ impl StreamDecoder {
             refused: false,
             free: &free,
         };
-        let stopped = crate::parallel::ordered(
-            threads,
-            2 * threads + 2,
-            cutter,
-            |item| decode_item(&table, whole, &free, text, item),
-            |decoded| match self.write_item(&mut writing, decoded, generation, out) {
-                Ok(None) => ControlFlow::Continue(()),
-                Ok(Some(stop)) => ControlFlow::Break(Ok(stop)),
-                Err(e) => ControlFlow::Break(Err(e)),
-            },
-        );
+        let decode = |item| decode_item(&table, whole, &free, text, item);
+        let mut write = |decoded| match self.write_item(&mut writing, decoded, generation, out) {
+            Ok(None) => ControlFlow::Continue(()),
+            Ok(Some(stop)) => ControlFlow::Break(Ok(stop)),
+            Err(e) => ControlFlow::Break(Err(e)),
+        };
+        let stopped = if threads < 2 || text.len() < DECODE_PARALLEL_MIN {
+            cutter.find_map(|item| write(decode(item)).break_value())
+        } else {
+            crate::parallel::ordered(threads, 2 * threads + 2, cutter, decode, write)
+        };
         self.free = free.into_inner();
         stopped.unwrap_or(Ok(Stop::Done))
     }
