@@ -400,9 +400,43 @@ pub fn encode(
         match &encoder {
             AnyEncoder::Bpe(enc) => enc.encode_whole_streaming(&text, config.threads, &mut sink)?,
             AnyEncoder::Word(enc) => {
-                let mut ids = Vec::new();
-                enc.encode(&text, &mut ids);
-                sink(&ids)?;
+                // Words never span an ASCII space or newline, so pieces cut after one
+                // encode to the same ids: spread over the threads, written in order.
+                let pieces = Cuts {
+                    text: &text,
+                    pos: 0,
+                    target: ENCODE_ITEM,
+                    after: (b' ', b'\n'),
+                };
+                let pool: Pool<Vec<u32>> = Pool::default();
+                let work = |piece: &[u8]| {
+                    let mut ids = pool.take();
+                    ids.clear();
+                    enc.encode(piece, &mut ids);
+                    ids
+                };
+                let mut write = |ids: Vec<u32>| {
+                    let written = sink(&ids);
+                    pool.put(ids);
+                    written
+                };
+                if config.threads < 2 || text.len() < 2 * ENCODE_ITEM {
+                    for piece in pieces {
+                        write(work(piece))?;
+                    }
+                } else {
+                    let failed = crate::parallel::ordered(
+                        config.threads,
+                        2 * config.threads + 2,
+                        pieces,
+                        work,
+                        |ids| match write(ids) {
+                            Ok(()) => ControlFlow::Continue(()),
+                            Err(e) => ControlFlow::Break(e),
+                        },
+                    );
+                    failed.map_or(Ok(()), Err)?;
+                }
             }
         }
         if config.count {
@@ -475,10 +509,11 @@ fn encode_run(
     stats: &mut EncodeStats,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let items = LineItems {
+    let items = Cuts {
         text: run,
         pos: 0,
         target: ENCODE_ITEM,
+        after: (b'\n', b'\n'),
     };
     let work = |item: &[u8]| encode_item(encoder, format, pool.take(), item);
     let mut write = |done: EncodedItem| -> Result<()> {
@@ -545,15 +580,17 @@ fn encode_item(
     }
 }
 
-/// Cuts text into items of whole lines of about `target` bytes (a longer line is one
-/// item).
-struct LineItems<'t> {
+/// Cuts text into pieces of about `target` bytes, each ending just after one of the
+/// two bytes `after` (or at the end of the text): with `(b'\n', b'\n')`, whole lines
+/// (a longer line is a piece of its own).
+struct Cuts<'t> {
     text: &'t [u8],
     pos: usize,
     target: usize,
+    after: (u8, u8),
 }
 
-impl<'t> Iterator for LineItems<'t> {
+impl<'t> Iterator for Cuts<'t> {
     type Item = &'t [u8];
     fn next(&mut self) -> Option<&'t [u8]> {
         let (text, start) = (self.text, self.pos);
@@ -561,10 +598,11 @@ impl<'t> Iterator for LineItems<'t> {
             return None;
         }
         let target = start + self.target;
+        let (a, b) = self.after;
         self.pos = if target >= text.len() {
             text.len()
         } else {
-            memchr::memchr(b'\n', &text[target..]).map_or(text.len(), |k| target + k + 1)
+            memchr::memchr2(a, b, &text[target..]).map_or(text.len(), |k| target + k + 1)
         };
         Some(&text[start..self.pos])
     }

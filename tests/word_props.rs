@@ -1067,3 +1067,66 @@ fn model_text_read_in_two_halves_matches_the_sequential_reader() {
         }
     }
 }
+
+/// A `--whole` input several pieces long, with every kind of whitespace and invalid
+/// UTF-8 around the cuts: the same ids (and unknown count) on one thread or several,
+/// as the library gives for the text in one go.
+#[test]
+fn whole_input_encodes_alike_on_any_thread_count() {
+    let dir = crate::common::scratch("wordwhole");
+    let mut rng = Rng(0x5eed_0009);
+    let mut text = Vec::new();
+    while text.len() < 1_300_000 {
+        text.extend_from_slice(&random_text(&mut rng, 200));
+        // A long word now and then, so that a cut lands far past its target.
+        if rng.below(50) == 0 {
+            let len = rng.below(40_000);
+            text.extend(std::iter::repeat_n(b'a', len));
+        }
+    }
+    let train_on = &text[..text.len() / 3];
+    let model = word::train(train_on, Some(40), 1).unwrap();
+    std::fs::write(dir.join("in.txt"), &text).unwrap();
+    std::fs::write(dir.join("train.txt"), train_on).unwrap();
+    crate::common::tool("bpe-train", &dir)
+        .args([
+            "--model-type",
+            "word",
+            "--vocab-size",
+            "40",
+            "-o",
+            "w.json",
+            "train.txt",
+        ])
+        .assert()
+        .success();
+    let mut ids = Vec::new();
+    let unknown = word::encode(&model, &text, &mut ids);
+    let mut expected = Vec::new();
+    toksuite::ndjson::push_ids(&mut expected, &ids);
+    expected.push(b'\n');
+    for threads in ["1", "2", "3"] {
+        let out = crate::common::tool("bpe-encode", &dir)
+            .args([
+                "-m",
+                "w.json",
+                "--whole",
+                "--no-header",
+                "--stats",
+                "-j",
+                threads,
+                "in.txt",
+            ])
+            .assert()
+            .success()
+            .get_output()
+            .clone();
+        assert!(out.stdout == expected, "-j {threads}: ids differ");
+        let stats = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            stats.contains(&format!("tokens {} ", ids.len()))
+                && stats.contains(&format!("unknown {unknown} ")),
+            "-j {threads}: {stats}"
+        );
+    }
+}
