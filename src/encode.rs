@@ -777,9 +777,10 @@ impl<'m> Encoder<'m> {
                 .enumerate()
                 .map(|(at, w)| key(self.byte_pairs[byte_pair(w)], at)),
         );
-        keys.push(NONE);
+        // Whole blocks of SCAN_LANES keys for `lowest_key`; the padding stays NONE.
+        keys.resize((bytes.len() + 1).next_multiple_of(SCAN_LANES), NONE);
         loop {
-            let lowest = keys.iter().copied().fold(NONE, u32::min);
+            let lowest = lowest_key(keys);
             if lowest == NONE {
                 break;
             }
@@ -929,6 +930,21 @@ impl<'m> Encoder<'m> {
             Piece::Text(s, e, _) => self.encode_ordinary(scratch, &text[s..e], out),
         }
     }
+}
+
+/// The scan's keys are padded to a multiple of this: the width of the vectorized loop
+/// of [`lowest_key`] (four 512-bit vectors of u32).
+const SCAN_LANES: usize = 64;
+
+/// The lowest of `keys`. LLVM vectorizes this into a loop over 64 keys with 8-wide and
+/// scalar remainder loops; with the keys padded to a multiple of 64 (with `NONE`) the
+/// remainder loops never run. Measured with the 32k model, one thread, 27 MB: 1.45-1.51 s
+/// vs 1.54-1.71 s unpadded (their trip counts varied from line to line and mispredicted).
+/// Written as 16-lane blocks with an array accumulator instead, LLVM kept the lanes in
+/// memory: 2.05 s.
+#[inline(always)]
+fn lowest_key(keys: &[u32]) -> u32 {
+    keys.iter().copied().fold(NONE, u32::min)
 }
 
 /// The ids of `bytes` as a linked list over their positions (`NONE` ends both ways):
