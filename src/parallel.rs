@@ -1,4 +1,6 @@
-//! Work shared by threads: items handed out one at a time from a single queue.
+//! Work shared by threads: items handed out one at a time from a single queue
+//! ([`on_demand`]), or with their results written in order ([`ordered`]); and the
+//! buffers they reuse ([`Pool`]).
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -35,7 +37,7 @@ pub fn on_demand<I, S>(
     });
 }
 
-/// What a worker of [`ordered`] sends: a result with its item's index, or word that it
+/// What a worker of [`ordered`] sends: a result with its item's index, or notice that it
 /// panicked (so the writer does not wait for a result that never comes).
 enum Sent<R> {
     Done(usize, R),
