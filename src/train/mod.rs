@@ -99,7 +99,7 @@ pub fn train_bytes(text: &[u8], vocab_size: usize, on_merge: &mut dyn FnMut(&Mer
 pub enum EngineChoice {
     /// `Small` below 2^20 positions (`small::SMALL_MAX`), `Large` from there.
     Auto,
-    /// One arena for all occurrence lists, 4-byte slots, pre-faulted memory, one thread;
+    /// One arena for all occurrence lists, 4-byte slots, huge-page memory, one thread;
     /// hands over to `Large` if its slots cannot link all the records a run needs.
     Small,
     /// `Small` with at most this many live records, so tests reach the hand-over.
