@@ -102,19 +102,20 @@ struct Parts<'a> {
     arena: &'a mut [u32],
 }
 
-/// The views while counting: slots, the arena's first `n` entries, the pair table.
+/// The views while counting: slots, the arena's first `n` entries, the pair table
+/// (two words per byte pair: see `initial_count`).
 struct SetupParts<'a> {
     slots: &'a mut [u32],
     lists: &'a mut [u32],
     occ: &'a mut [u32],
 }
 
-/// Entries of the pair table: every byte pair.
+/// Byte pairs, each two words of the pair table.
 const OCC: usize = 1 << 16;
 
 impl<'a> Parts<'a> {
     fn words(n: usize) -> usize {
-        (4 * n).max(2 * n + OCC)
+        (4 * n).max(2 * n + 2 * OCC)
     }
 
     #[inline(always)]
@@ -132,7 +133,7 @@ impl<'a> Parts<'a> {
         SetupParts {
             slots,
             lists,
-            occ: &mut rest[..OCC],
+            occ: &mut rest[..2 * OCC],
         }
     }
 }
@@ -285,16 +286,31 @@ impl Recs {
     }
 }
 
-/// The current pass's new pairs: records by neighbour token, and their occurrences.
+/// A pair the current pass creates: its record, and its count and occurrences so far.
+/// Kept here, not in the record, until the pass ends: this small table stays in the
+/// first-level cache, and the pass's additions do not reach into the record array.
+#[derive(Clone, Copy)]
+struct NewPair {
+    id: u32,
+    len: u32,
+    count: u64,
+}
+
+const NO_NEW_PAIR: NewPair = NewPair {
+    id: UNSET,
+    len: 0,
+    count: 0,
+};
+
+/// The current pass's new pairs, by neighbour token, and their occurrences.
 struct Pass {
-    /// Record of the new pair `(x, c)` by `x`, or [`UNSET`].
-    left: Vec<u32>,
-    /// Record of the new pair `(c, y)` by `y`, or [`UNSET`].
-    right: Vec<u32>,
+    /// The new pair `(x, c)` by `x`, or [`NO_NEW_PAIR`].
+    left: Vec<NewPair>,
+    /// The new pair `(c, y)` by `y`, or [`NO_NEW_PAIR`].
+    right: Vec<NewPair>,
+    /// Keys of `left` and of `right` in use, in creation order.
     touched_left: Vec<u32>,
     touched_right: Vec<u32>,
-    /// Records of the pairs the pass created, in creation order.
-    created: Vec<u32>,
     /// (record, position) of every new occurrence, in position order.
     buf: Vec<(u32, u32)>,
 }
@@ -317,26 +333,26 @@ impl Pass {
         } else {
             &mut self.right
         };
-        let mut id = cache[key as usize];
-        if id == UNSET {
-            id = recs.alloc(Rec {
+        let new = &mut cache[key as usize];
+        if new.id == UNSET {
+            // Its count in the record stays 0 until the pass ends; no other path reads
+            // it meanwhile (a new pair is never an old neighbour of this pass's merges).
+            new.id = recs.alloc(Rec {
                 a: pair.0,
                 b: pair.1,
                 count: 0,
                 head: 0,
                 end: 0,
             });
-            cache[key as usize] = id;
             if left {
                 self.touched_left.push(key);
             } else {
                 self.touched_right.push(key);
             }
-            self.created.push(id);
         }
-        let r = &mut recs.recs[id as usize];
-        r.count += w;
-        r.end += 1;
+        new.count += w;
+        new.len += 1;
+        let id = new.id;
         self.buf.push((id, pos));
         id
     }
@@ -403,11 +419,10 @@ impl<W: Weights> Small<W> {
             next_id: 256,
             cursor: 0,
             pass: Pass {
-                left: vec![UNSET; 256],
-                right: vec![UNSET; 256],
+                left: vec![NO_NEW_PAIR; 256],
+                right: vec![NO_NEW_PAIR; 256],
                 touched_left: Vec::new(),
                 touched_right: Vec::new(),
-                created: Vec::new(),
                 buf: Vec::with_capacity(n / 2 + 1),
             },
         };
@@ -433,10 +448,11 @@ impl<W: Weights> Small<W> {
         let Some(mut x) = it.next() else {
             return true;
         };
-        // Occurrences per byte pair; a pair's entry becomes `FLAG | record` when its first
-        // position is met in the second pass. Only the entries of pairs that occur are
-        // touched: a full sweep of the 65,536 entries cost 64 page faults and a loop, which
-        // is most of a run on a tiny input.
+        // Two words per byte pair: its occurrences, which become `FLAG | record` when its
+        // first position is met in the second pass, and then the next free entry of its
+        // list, so that filling the lists reads one table line per position and not the
+        // record too. Only the entries of pairs that occur are touched: a full sweep of
+        // the table was a loop and page faults that cost most of a run on a tiny input.
         const FLAG: u32 = 1 << 31;
         let SetupParts {
             slots,
@@ -452,7 +468,7 @@ impl<W: Weights> Small<W> {
         for (p, y) in it.enumerate() {
             if x < 256 && y < 256 {
                 let k = ((x << 8) | y) as usize;
-                occ[k] += 1;
+                occ[2 * k] += 1;
                 pairs += 1;
                 if !W::UNIT {
                     wsum[k] += self.weights.at(p as u32);
@@ -471,9 +487,12 @@ impl<W: Weights> Small<W> {
             let mut id = NONE;
             if x < 256 && y < 256 {
                 let k = ((x << 8) | y) as usize;
-                let v = occ[k];
+                let v = occ[2 * k];
                 if v & FLAG != 0 {
                     id = v & !FLAG;
+                    let at = occ[2 * k + 1];
+                    arena[at as usize] = p as u32;
+                    occ[2 * k + 1] = at + 1;
                 } else {
                     let count = if W::UNIT { u64::from(v) } else { wsum[k] };
                     if count >= 2 {
@@ -485,16 +504,13 @@ impl<W: Weights> Small<W> {
                             b: y,
                             count,
                             head: total,
-                            end: total,
+                            end: total + v,
                         });
+                        arena[total as usize] = p as u32;
+                        occ[2 * k] = FLAG | id;
+                        occ[2 * k + 1] = total + 1;
                         total += v;
-                        occ[k] = FLAG | id;
                     }
-                }
-                if id != NONE {
-                    let r = &mut recs.recs[id as usize];
-                    arena[r.end as usize] = p as u32;
-                    r.end += 1;
                 }
             }
             slots[p] = slot(x, id);
@@ -582,8 +598,8 @@ impl<W: Weights> Small<W> {
         let c = self.next_id;
         self.next_id += 1;
         let size = self.next_id as usize + 1;
-        self.pass.left.resize(size, UNSET);
-        self.pass.right.resize(size, UNSET);
+        self.pass.left.resize(size, NO_NEW_PAIR);
+        self.pass.right.resize(size, NO_NEW_PAIR);
         let lay = self.lay;
         let n = lay.n;
         let sep = lay.sep();
@@ -622,8 +638,7 @@ impl<W: Weights> Small<W> {
                 if x != sep {
                     if x == c {
                         // (c, a) was created by the previous occurrence in this pass.
-                        let lid = pass.right[a as usize];
-                        recs.recs[lid as usize].count -= w;
+                        pass.right[a as usize].count -= w;
                     } else {
                         let rec_l = lay.rec(vl);
                         if rec_l != id {
@@ -663,20 +678,23 @@ impl<W: Weights> Small<W> {
         let mut total = self.alen as u32;
         let recs = &mut self.recs;
         let pass = &mut self.pass;
-        for &id in &pass.created {
-            let r = &mut recs.recs[id as usize];
-            if r.count >= 2 {
-                let len = r.end;
-                if len <= hole_end - hole {
+        let (left, right) = (&pass.left, &pass.right);
+        let new_pairs = (pass.touched_left.iter().map(|&x| left[x as usize]))
+            .chain(pass.touched_right.iter().map(|&y| right[y as usize]));
+        for new in new_pairs.clone() {
+            if new.count >= 2 {
+                let r = &mut recs.recs[new.id as usize];
+                r.count = new.count;
+                if new.len <= hole_end - hole {
                     r.head = hole;
-                    hole += len;
+                    hole += new.len;
                 } else {
                     r.head = total;
-                    total += len;
+                    total += new.len;
                 }
                 r.end = r.head;
             } else {
-                recs.release(id);
+                recs.release(new.id);
             }
         }
         self.alen = total as usize;
@@ -690,22 +708,21 @@ impl<W: Weights> Small<W> {
                 r.end += 1;
             }
         }
-        for &id in &pass.created {
-            let r = &recs.recs[id as usize];
+        for new in new_pairs {
+            let r = &recs.recs[new.id as usize];
             if r.a != NONE {
                 // The first entry may be dead (a transient (c, a)); an earlier position
                 // only makes the key an upper bound, which `pick` corrects.
                 self.heap
-                    .push((r.count, Reverse(arena[r.head as usize]), id));
+                    .push((r.count, Reverse(arena[r.head as usize]), new.id));
             }
         }
-        pass.created.clear();
         pass.buf.clear();
         for &x in &pass.touched_left {
-            pass.left[x as usize] = UNSET;
+            pass.left[x as usize] = NO_NEW_PAIR;
         }
         for &y in &pass.touched_right {
-            pass.right[y as usize] = UNSET;
+            pass.right[y as usize] = NO_NEW_PAIR;
         }
         pass.touched_left.clear();
         pass.touched_right.clear();
