@@ -288,36 +288,39 @@ impl Recs {
 
 /// A pair the current pass creates: its record, and its count and occurrences so far.
 /// Kept here, not in the record, until the pass ends: this small table stays in the
-/// first-level cache, and the pass's additions do not reach into the record array.
+/// first-level cache, and neither the pass's additions nor the filling of the new lists
+/// reach into the record array.
 #[derive(Clone, Copy)]
 struct NewPair {
     id: u32,
     len: u32,
     count: u64,
+    /// While the lists are filled: the next free entry of this pair's list, or `NONE`
+    /// when the pair is dropped (count < 2).
+    at: u32,
 }
 
 const NO_NEW_PAIR: NewPair = NewPair {
     id: UNSET,
     len: 0,
     count: 0,
+    at: NONE,
 };
 
-/// The current pass's new pairs, by neighbour token, and their occurrences.
+/// The current pass's new pairs and their occurrences.
 struct Pass {
-    /// The new pair `(x, c)` by `x`, or [`NO_NEW_PAIR`].
-    left: Vec<NewPair>,
-    /// The new pair `(c, y)` by `y`, or [`NO_NEW_PAIR`].
-    right: Vec<NewPair>,
-    /// Keys of `left` and of `right` in use, in creation order.
-    touched_left: Vec<u32>,
-    touched_right: Vec<u32>,
-    /// (record, position) of every new occurrence, in position order.
+    /// The new pair `(x, c)` at `2 x`, the new pair `(c, y)` at `2 y + 1`; unused entries
+    /// are [`NO_NEW_PAIR`].
+    new: Vec<NewPair>,
+    /// Entries of `new` in use, in creation order.
+    touched: Vec<u32>,
+    /// (entry of `new`, position) of every new occurrence, in position order.
     buf: Vec<(u32, u32)>,
 }
 
 impl Pass {
-    /// Adds an occurrence of weight `w` at `pos` of the new pair `(a, b)`, found by `key`
-    /// in the left (`(x, c)` by x) or right (`(c, y)` by y) cache; returns its record.
+    /// Adds an occurrence of weight `w` at `pos` of the new pair `(a, b)`: `(x, c)` when
+    /// `left` (`key` is x), `(c, y)` otherwise (`key` is y). Returns its record.
     #[inline(always)]
     fn add(
         &mut self,
@@ -328,12 +331,8 @@ impl Pass {
         pos: u32,
         w: u64,
     ) -> u32 {
-        let cache = if left {
-            &mut self.left
-        } else {
-            &mut self.right
-        };
-        let new = &mut cache[key as usize];
+        let entry = 2 * key + u32::from(!left);
+        let new = &mut self.new[entry as usize];
         if new.id == UNSET {
             // Its count in the record stays 0 until the pass ends; no other path reads
             // it meanwhile (a new pair is never an old neighbour of this pass's merges).
@@ -344,17 +343,12 @@ impl Pass {
                 head: 0,
                 end: 0,
             });
-            if left {
-                self.touched_left.push(key);
-            } else {
-                self.touched_right.push(key);
-            }
+            self.touched.push(entry);
         }
         new.count += w;
         new.len += 1;
-        let id = new.id;
-        self.buf.push((id, pos));
-        id
+        self.buf.push((entry, pos));
+        new.id
     }
 }
 
@@ -419,10 +413,8 @@ impl<W: Weights> Small<W> {
             next_id: 256,
             cursor: 0,
             pass: Pass {
-                left: vec![NO_NEW_PAIR; 256],
-                right: vec![NO_NEW_PAIR; 256],
-                touched_left: Vec::new(),
-                touched_right: Vec::new(),
+                new: vec![NO_NEW_PAIR; 512],
+                touched: Vec::new(),
                 buf: Vec::with_capacity(n / 2 + 1),
             },
         };
@@ -598,8 +590,7 @@ impl<W: Weights> Small<W> {
         let c = self.next_id;
         self.next_id += 1;
         let size = self.next_id as usize + 1;
-        self.pass.left.resize(size, NO_NEW_PAIR);
-        self.pass.right.resize(size, NO_NEW_PAIR);
+        self.pass.new.resize(2 * size, NO_NEW_PAIR);
         let lay = self.lay;
         let n = lay.n;
         let sep = lay.sep();
@@ -638,7 +629,7 @@ impl<W: Weights> Small<W> {
                 if x != sep {
                     if x == c {
                         // (c, a) was created by the previous occurrence in this pass.
-                        pass.right[a as usize].count -= w;
+                        pass.new[2 * a as usize + 1].count -= w;
                     } else {
                         let rec_l = lay.rec(vl);
                         if rec_l != id {
@@ -678,10 +669,8 @@ impl<W: Weights> Small<W> {
         let mut total = self.alen as u32;
         let recs = &mut self.recs;
         let pass = &mut self.pass;
-        let (left, right) = (&pass.left, &pass.right);
-        let new_pairs = (pass.touched_left.iter().map(|&x| left[x as usize]))
-            .chain(pass.touched_right.iter().map(|&y| right[y as usize]));
-        for new in new_pairs.clone() {
+        for &entry in &pass.touched {
+            let new = &mut pass.new[entry as usize];
             if new.count >= 2 {
                 let r = &mut recs.recs[new.id as usize];
                 r.count = new.count;
@@ -692,40 +681,34 @@ impl<W: Weights> Small<W> {
                     r.head = total;
                     total += new.len;
                 }
-                r.end = r.head;
+                r.end = r.head + new.len;
+                new.at = r.head;
             } else {
                 recs.release(new.id);
             }
         }
         self.alen = total as usize;
         let arena = Parts::of(&mut self.mem, self.lay.n as usize).arena;
-        for &(id, pos) in &pass.buf {
-            let r = &mut recs.recs[id as usize];
-            // Released records (count < 2) are free slots: `a == NONE`; a slot freed this
-            // pass is never reused before this point.
-            if r.a != NONE {
-                arena[r.end as usize] = pos;
-                r.end += 1;
+        for &(entry, pos) in &pass.buf {
+            let new = &mut pass.new[entry as usize];
+            if new.at != NONE {
+                arena[new.at as usize] = pos;
+                new.at += 1;
             }
         }
-        for new in new_pairs {
-            let r = &recs.recs[new.id as usize];
-            if r.a != NONE {
+        for &entry in &pass.touched {
+            let new = &mut pass.new[entry as usize];
+            if new.at != NONE {
+                let head = new.at - new.len;
                 // The first entry may be dead (a transient (c, a)); an earlier position
                 // only makes the key an upper bound, which `pick` corrects.
                 self.heap
-                    .push((r.count, Reverse(arena[r.head as usize]), new.id));
+                    .push((new.count, Reverse(arena[head as usize]), new.id));
             }
+            *new = NO_NEW_PAIR;
         }
+        pass.touched.clear();
         pass.buf.clear();
-        for &x in &pass.touched_left {
-            pass.left[x as usize] = NO_NEW_PAIR;
-        }
-        for &y in &pass.touched_right {
-            pass.right[y as usize] = NO_NEW_PAIR;
-        }
-        pass.touched_left.clear();
-        pass.touched_right.clear();
     }
 
     /// Merges the leftmost pair of the sequence; used once every pair has count 1 (then no
