@@ -640,6 +640,8 @@ impl<W: Weights> Small<W> {
                     slots[l as usize] = lay.with_rec(vl, nid);
                 }
             }
+            // `c` at `p`, linked to the new pair it starts, if any: one store.
+            let mut merged = lay.live(c, NONE);
             if s < n {
                 let y = lay.tok(slots[s as usize]);
                 if y != sep {
@@ -647,11 +649,11 @@ impl<W: Weights> Small<W> {
                     if rec_r != id {
                         recs.dec_old(rec_r, b, y, w);
                     }
-                    let nid = pass.add(recs, false, y, (c, y), p, w);
-                    slots[p as usize] = lay.with_rec(slots[p as usize], nid);
+                    merged = lay.live(c, pass.add(recs, false, y, (c, y), p, w));
                 }
             }
-            lay.merge_at(slots, p, r, s, c);
+            slots[p as usize] = merged;
+            delete_run(p, r, s, |q, v| slots[q as usize] = v);
         }
         std::hint::black_box(sink);
         self.recs.release(id);
