@@ -139,7 +139,8 @@ impl<'a> Parts<'a> {
 }
 
 /// A tracked pair (weighted count >= 2), its list `arena[head..end]`. Free: `a == NONE`.
-/// While its creating pass runs, `end` counts the entries it will get.
+/// While its creating pass runs, its count and list are unset (0): the pass's
+/// [`NewPair`] counts them, and `finish_pass` writes them.
 struct Rec {
     a: u32,
     b: u32,
