@@ -35,6 +35,8 @@
 //! alternating runs), taylorswift.txt (185,768 bytes) to vocab 512, whole `bpe-train`
 //! process (`perf stat -r 30`, user + sys): `engine` 8.5 ms; this engine 5.7 ms, of which
 //! process start 1.35 ms (`/bin/true`: 0.74), set-up 1.3 ms, the 256 merges 3.0 ms.
+//! Later (below): 4.7 ms of CPU, 5.0-5.4 ms wall per run in a shell loop (static binary:
+//! start 1.0 ms; in process `examples/train-bench.rs`: set-up 0.53 ms, all 3.0-3.1 ms).
 //! - A run's pages cost about 1-1.8 us each (fault, zeroing, teardown at exit; a test
 //!   program touching 500 fresh pages took 0.9 ms more CPU): 823 faults here, 145 of them
 //!   process start. Hence 4-byte slots, one arena, and lists reusing freed ranges.
@@ -44,7 +46,16 @@
 //!   block of 2 MB pages (two faults, 4 MB zeroed), 823 -> 304 faults and 6.4 -> 6.1 ms
 //!   per run (median of 7 alternated rounds of 50 runs, wall, process start included);
 //!   reserving the records, the heap and the pass buffer up front instead of growing them
-//!   (each growth copies into fresh pages), 304 -> 253 faults, 6.1 -> 5.9 ms.
+//!   (each growth copies into fresh pages), 304 -> 253 faults, 6.1 -> 5.9 ms. With the
+//!   pair table in the arena's dead space one huge page suffices: 5.9-6.2 -> 5.5-5.7 ms
+//!   (a THP fault with its 2 MB zeroing costs ~0.08 ms; 475 small pages 0.45 ms).
+//! - New pairs' counts and lengths in the pass's small table (`NewPair`) instead of
+//!   their records, and their lists filled through a cursor there; the initial lists
+//!   through a cursor in the pair table: in process 3.39-3.42 -> 2.89-3.15 ms per call.
+//! - Tried and dropped: a 16-byte record with the list bounds in a parallel array
+//!   (slower, 3.34-3.48 vs 3.06-3.12 ms); pass buffer written by a running index instead
+//!   of `push` (slower); touching 8, 12, 24 or 32 entries ahead, or not at all (3-5%
+//!   slower); the set-up without its iterator's `take(n)` (no change).
 //! - 8-byte slots (token, link) -> 4-byte packed slots: 7.6 -> 6.7 ms.
 //! - Initial count from the tokens instead of the slots, slots written once: 6.8 -> 6.0 ms.
 //! - Merge loop on local slices of disjoint fields instead of `self` methods (which
