@@ -409,8 +409,8 @@ impl<W: Weights> Small<W> {
         };
         // Room for what a run usually needs, reserved up front: growing a vector copies it
         // into fresh pages, each a fault, while reserved pages are only faulted in when
-        // written. Live records never exceed the pairs in the text, a pass's new
-        // occurrences half of it.
+        // written. Live records never exceed the positions; a pass adds at most two new
+        // occurrences per merged one, in real text far fewer than half the positions.
         let mut e = Small {
             lay,
             mem: HugeBytes::zeroed(Parts::words(n) * 4, MAP_MIN_BYTES),
