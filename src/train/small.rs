@@ -35,8 +35,9 @@
 //! alternating runs), taylorswift.txt (185,768 bytes) to vocab 512, whole `bpe-train`
 //! process (`perf stat -r 30`, user + sys): `engine` 8.5 ms; this engine 5.7 ms, of which
 //! process start 1.35 ms (`/bin/true`: 0.74), set-up 1.3 ms, the 256 merges 3.0 ms.
-//! Later (below): 4.7 ms of CPU, 5.0-5.4 ms wall per run in a shell loop (static binary:
-//! start 1.0 ms; in process `examples/train-bench.rs`: set-up 0.53 ms, all 3.0-3.1 ms).
+//! Later (below): 4.7 ms of CPU per run; 5.5-6.7 ms wall per run in `scripts/bench.sh`'s
+//! seed section (static binary, start 1.0 ms); in process (`examples/train-bench.rs`):
+//! set-up 0.53 ms, the whole call 3.1-3.6 ms.
 //! - A run's pages cost about 1-1.8 us each (fault, zeroing, teardown at exit; a test
 //!   program touching 500 fresh pages took 0.9 ms more CPU): 823 faults here, 145 of them
 //!   process start. Hence 4-byte slots, one arena, and lists reusing freed ranges.
@@ -107,7 +108,7 @@ const MAP_MIN_BYTES: usize = 1 << 20;
 /// used front, so the table is dead space once counting is done, and a run touches
 /// no memory for it beyond what its lists would. (taylorswift.txt to vocab 512: 1.9 MB of
 /// the block in use, one huge page; with the table after the arena it took two, and a run
-/// 5.9-6.2 ms instead of 5.5-5.7, the 2 MB zeroing measured in process at ~0.25 ms.)
+/// 5.9-6.2 ms instead of 5.5-5.7.)
 struct Parts<'a> {
     slots: &'a mut [u32],
     arena: &'a mut [u32],
