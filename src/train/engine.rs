@@ -12,8 +12,8 @@ pub(super) const DEL: u32 = 1 << 31;
 pub(super) const SEP: u32 = DEL - 1;
 /// "No position / no record" marker.
 pub(super) const NONE: u32 = u32::MAX;
-/// How many list entries ahead the merge loop touches the token array.
-const PREFETCH: usize = 16;
+/// How many list entries the merge loop touches before merging them (see `touch`).
+const BATCH: usize = 32;
 /// Per-merge cache slot not filled yet.
 const UNSET: u32 = u32::MAX - 1;
 
@@ -443,57 +443,13 @@ impl<W: Weights> Engine<W> {
         self.grow_caches();
         let list = std::mem::take(&mut self.recs[id as usize].list);
         let head = self.recs[id as usize].head as usize;
-        let n = self.n;
         let list = &list[head..];
-        let mut sink = 0u32;
-        for (i, &p) in list.iter().enumerate() {
-            // Touch the slot a few entries ahead: its miss overlaps with this entry's work
-            // instead of stalling behind a branch that depends on it.
-            if let Some(&ahead) = list.get(i + PREFETCH) {
-                sink = sink.wrapping_add(self.slots.tok(ahead));
+        for batch in list.chunks(BATCH) {
+            self.touch(batch);
+            for &p in batch {
+                self.merge_at(p, a, b, c, id);
             }
-            if self.slots.tok(p) != a {
-                continue;
-            }
-            let r = self.next(p);
-            if r >= n {
-                continue;
-            }
-            let (tr, rec_r) = self.slots.get(r);
-            if tr != b {
-                continue;
-            }
-            let w = self.weights.at(p);
-            let s = self.next(r);
-            let l = self.prev(p);
-            if l != NONE {
-                let (x, rec_l) = self.slots.get(l);
-                if x != SEP {
-                    if x == c {
-                        // (c, a) was created by the previous occurrence in this pass.
-                        let lid = self.right_new[a as usize];
-                        let loc = &mut self.locals[lid as usize];
-                        loc.count -= w;
-                        loc.live -= 1;
-                    } else if rec_l != id {
-                        self.dec_old(rec_l, x, a, w);
-                    }
-                    self.add_new(true, x, x, c, l, w);
-                }
-            }
-            if s < n {
-                let y = self.slots.tok(s);
-                if y != SEP {
-                    if rec_r != id {
-                        self.dec_old(rec_r, b, y, w);
-                    }
-                    self.add_new(false, y, c, y, p, w);
-                }
-            }
-            self.slots.set_tok(p, c);
-            self.delete(p, r, s);
         }
-        std::hint::black_box(sink);
         self.release_rec(id);
         self.finish_pass();
         Merge {
@@ -501,6 +457,66 @@ impl<W: Weights> Engine<W> {
             id: c,
             count,
         }
+    }
+
+    /// Loads the slots of a batch of list entries in a tight loop of independent loads, so
+    /// that their cache misses overlap; met one by one in the merge loop, each would stall
+    /// it (safe Rust has no prefetch instruction, and a load issued a few entries ahead
+    /// inside the merge loop must still retire in order: 16% slower on 27 MB). Touching the
+    /// neighbours' records as well gained nothing.
+    #[inline(always)]
+    fn touch(&self, batch: &[u32]) {
+        let mut sink = 0u32;
+        for &p in batch {
+            sink = sink.wrapping_add(self.slots.tok(p));
+        }
+        std::hint::black_box(sink);
+    }
+
+    /// Merges the occurrence of `(a, b)` (record `id`) into `c` at `p`, if it is live.
+    #[inline(always)]
+    fn merge_at(&mut self, p: u32, a: u32, b: u32, c: u32, id: u32) {
+        let n = self.n;
+        if self.slots.tok(p) != a {
+            return;
+        }
+        let r = self.next(p);
+        if r >= n {
+            return;
+        }
+        let (tr, rec_r) = self.slots.get(r);
+        if tr != b {
+            return;
+        }
+        let w = self.weights.at(p);
+        let s = self.next(r);
+        let l = self.prev(p);
+        if l != NONE {
+            let (x, rec_l) = self.slots.get(l);
+            if x != SEP {
+                if x == c {
+                    // (c, a) was created by the previous occurrence in this pass.
+                    let lid = self.right_new[a as usize];
+                    let loc = &mut self.locals[lid as usize];
+                    loc.count -= w;
+                    loc.live -= 1;
+                } else if rec_l != id {
+                    self.dec_old(rec_l, x, a, w);
+                }
+                self.add_new(true, x, x, c, l, w);
+            }
+        }
+        if s < n {
+            let y = self.slots.tok(s);
+            if y != SEP {
+                if rec_r != id {
+                    self.dec_old(rec_r, b, y, w);
+                }
+                self.add_new(false, y, c, y, p, w);
+            }
+        }
+        self.slots.set_tok(p, c);
+        self.delete(p, r, s);
     }
 
     /// Settles the records a pass touched and turns its new pairs into records.
