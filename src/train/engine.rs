@@ -1,7 +1,7 @@
 //! The incremental merge engine shared by both training modes (see the module doc of
 //! `train` for the data structures and why they are exact).
 
-use super::slots::Slots;
+use super::slots::{SlotRange, Slots};
 use super::Merge;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -167,10 +167,10 @@ pub(super) struct Engine<W: Weights> {
 }
 
 impl<W: Weights> Engine<W> {
-    /// An engine over `slots` (tokens filled in: bytes and [`SEP`]) of length `n`.
-    pub(super) fn new(slots: Slots, n: u32, weights: W) -> Engine<W> {
+    /// An engine over the `n` tokens (bytes and [`SEP`]) that `tok_at` gives by position.
+    pub(super) fn new(n: u32, tok_at: impl Fn(u32) -> u32 + Sync, weights: W) -> Engine<W> {
         let mut e = Engine {
-            slots,
+            slots: Slots::new(n as usize),
             n,
             weights,
             recs: Vec::new(),
@@ -187,7 +187,7 @@ impl<W: Weights> Engine<W> {
             buf: Vec::new(),
             lists: Vec::new(),
         };
-        e.initial_count();
+        e.initial_fill(&tok_at);
         e
     }
 
@@ -258,42 +258,91 @@ impl<W: Weights> Engine<W> {
         }
     }
 
-    /// Counts all byte pairs once (both cores) and builds the tracked records.
-    fn initial_count(&mut self) {
-        let n = self.n as usize;
-        if n < 2 {
+    /// Fills the slots with `tok_at`'s tokens, counts all byte pairs once and builds the
+    /// tracked records with their lists. From 2^20 positions on, the text is cut in two
+    /// shards that both cores count and then fill: the fill writes 12 fresh bytes per
+    /// position, and on a virtual machine first touches of memory are costly (27 MB: the
+    /// whole set-up 0.40-1.0 s on one core, the range depending on how recently the host
+    /// backed the pages).
+    fn initial_fill(&mut self, tok_at: &(impl Fn(u32) -> u32 + Sync)) {
+        let n = self.n;
+        if n == 0 {
             return;
         }
-        let (counts, lives) = self.count_byte_pairs();
+        // Shard `i` owns slots `bounds[i]..bounds[i + 1]` and the pairs starting there.
+        let mid = if n >= 1 << 20 { n / 2 } else { n };
+        let bounds = [0, mid, n];
+        let weights = &self.weights;
+        let count_shard = |i: usize| {
+            let (lo, hi) = (bounds[i], bounds[i + 1].min(n - 1));
+            let mut counts = vec![0u64; 1 << 16];
+            let mut lives = vec![0u32; 1 << 16];
+            for p in lo..hi {
+                let (x, y) = (tok_at(p), tok_at(p + 1));
+                if x < 256 && y < 256 {
+                    let k = ((x << 8) | y) as usize;
+                    counts[k] += weights.at(p);
+                    lives[k] += 1;
+                }
+            }
+            (counts, lives)
+        };
+        let ((counts, lives0), (counts1, lives1)) = std::thread::scope(|s| {
+            let second = s.spawn(|| count_shard(1));
+            let first = count_shard(0);
+            (first, second.join().unwrap_or_else(|_| count_shard(1)))
+        });
+        // Byte pairs of count >= 2 become records 0, 1, ... in pair order.
         let mut rec_of = vec![NONE; 1 << 16];
         for k in 0..(1usize << 16) {
-            if counts[k] >= 2 {
+            let count = counts[k] + counts1[k];
+            if count >= 2 {
+                let live = lives0[k] + lives1[k];
                 rec_of[k] = self.alloc_rec(Rec {
                     a: (k >> 8) as u32,
                     b: (k & 255) as u32,
-                    count: counts[k],
-                    live: lives[k],
+                    count,
+                    live,
                     head: 0,
                     touched: false,
-                    list: Vec::with_capacity(lives[k] as usize),
+                    list: vec![0; live as usize],
                 });
             }
         }
-        let mut x = self.slots.tok(0);
-        for p in 0..n as u32 - 1 {
-            let y = self.slots.tok(p + 1);
-            let id = if x < 256 && y < 256 {
-                rec_of[((x << 8) | y) as usize]
-            } else {
-                NONE
-            };
-            self.slots.set_rec(p, id);
-            if id != NONE {
-                self.recs[id as usize].list.push(p);
+        // Each shard fills its slots and its part of every list (the first shard's
+        // entries come first, so lists stay in position order).
+        let (mut firsts, mut seconds): (Vec<&mut [u32]>, Vec<&mut [u32]>) = self
+            .recs
+            .iter_mut()
+            .map(|r| {
+                let k = ((r.a << 8) | r.b) as usize;
+                r.list.split_at_mut(lives0[k] as usize)
+            })
+            .unzip();
+        let (slots0, slots1) = self.slots.split_at_mut(mid);
+        let rec_of = &rec_of;
+        let fill_shard = |mut slots: SlotRange<'_>, lists: &mut [&mut [u32]], i: usize| {
+            let mut at = vec![0u32; lists.len()];
+            for p in bounds[i]..bounds[i + 1] {
+                let x = tok_at(p);
+                let y = if p + 1 < n { tok_at(p + 1) } else { NONE };
+                let id = if x < 256 && y < 256 {
+                    rec_of[((x << 8) | y) as usize]
+                } else {
+                    NONE
+                };
+                slots.set(p, x, id);
+                if id != NONE {
+                    let at = &mut at[id as usize];
+                    lists[id as usize][*at as usize] = p;
+                    *at += 1;
+                }
             }
-            x = y;
-        }
-        self.slots.set_rec(n as u32 - 1, NONE);
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| fill_shard(slots1, &mut seconds, 1));
+            fill_shard(slots0, &mut firsts, 0);
+        });
         let entries: Vec<_> = self
             .recs
             .iter()
@@ -301,39 +350,6 @@ impl<W: Weights> Engine<W> {
             .map(|(id, r)| (r.count, Reverse(r.list[0]), id as u32))
             .collect();
         self.heap = BinaryHeap::from(entries);
-    }
-
-    /// Weighted counts and occurrence counts of every byte pair; two shards on two cores.
-    fn count_byte_pairs(&self) -> (Vec<u64>, Vec<u32>) {
-        let n = self.n as usize;
-        let count_range = |lo: usize, hi: usize| {
-            let mut counts = vec![0u64; 1 << 16];
-            let mut lives = vec![0u32; 1 << 16];
-            for p in lo..hi {
-                let (x, y) = (self.slots.tok(p as u32), self.slots.tok(p as u32 + 1));
-                if x < 256 && y < 256 {
-                    let k = ((x << 8) | y) as usize;
-                    counts[k] += self.weights.at(p as u32);
-                    lives[k] += 1;
-                }
-            }
-            (counts, lives)
-        };
-        if n < 1 << 20 {
-            return count_range(0, n - 1);
-        }
-        // Each shard counts the pairs starting in it; sums do not depend on the split.
-        let mid = (n - 1) / 2;
-        let ((mut c0, mut l0), (c1, l1)) = std::thread::scope(|s| {
-            let h = s.spawn(|| count_range(mid, n - 1));
-            let first = count_range(0, mid);
-            (first, h.join().unwrap_or_else(|_| count_range(mid, n - 1)))
-        });
-        for k in 0..(1usize << 16) {
-            c0[k] += c1[k];
-            l0[k] += l1[k];
-        }
-        (c0, l0)
     }
 
     /// Learns up to `num_merges` merges, calling `on_merge` after each.

@@ -63,7 +63,6 @@ mod slots;
 mod small;
 
 use engine::{Engine, PerPos, Unit, SEP};
-use slots::Slots;
 use small::{Small, SMALL_MAX};
 
 /// One learned merge: the pair, the new id (256 + index), and the pair's count when learned.
@@ -171,11 +170,8 @@ pub fn train_bytes_with(
         Ok(merges) => return merges,
         Err(skip) => skip,
     };
-    let mut slots = Slots::new(text.len());
-    for (p, &b) in text.iter().enumerate() {
-        slots.set_tok(p as u32, u32::from(b));
-    }
-    let engine = Engine::new(slots, text.len() as u32, Unit);
+    let tok_at = |p: u32| u32::from(text[p as usize]);
+    let engine = Engine::new(text.len() as u32, tok_at, Unit);
     engine.run(num_merges, &mut skipping(skip, on_merge))
 }
 
@@ -240,19 +236,18 @@ pub fn train_chunks_with<'a>(
         Err(skip) => skip,
     };
     let mut weights: Vec<u64> = Vec::with_capacity(len);
-    let mut slots = Slots::new(len);
+    let mut tokens: Vec<u32> = Vec::with_capacity(len);
     for (i, &(chunk, w)) in kept.iter().enumerate() {
         if i > 0 {
-            slots.set_tok(weights.len() as u32, SEP);
+            tokens.push(SEP);
             weights.push(0);
         }
-        for &b in chunk {
-            slots.set_tok(weights.len() as u32, u32::from(b));
-            weights.push(w);
-        }
+        tokens.extend(chunk.iter().map(|&b| u32::from(b)));
+        weights.extend(std::iter::repeat_n(w, chunk.len()));
     }
     drop(kept);
-    let n = len as u32;
-    let engine = Engine::new(slots, n, PerPos(weights));
+    let tok_at = |p: u32| tokens[p as usize];
+    let engine = Engine::new(len as u32, tok_at, PerPos(weights));
+    drop(tokens);
     engine.run(num_merges, &mut skipping(skip, on_merge))
 }

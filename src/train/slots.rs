@@ -72,3 +72,38 @@ impl Slots {
         self.write(p as usize * 8 + 4, r);
     }
 }
+
+/// A run of slots starting at `first`, for one thread to fill while another fills the
+/// rest.
+pub(super) struct SlotRange<'a> {
+    bytes: &'a mut [u8],
+    first: u32,
+}
+
+impl Slots {
+    /// The slots before `mid` and those from `mid` on.
+    pub(super) fn split_at_mut(&mut self, mid: u32) -> (SlotRange<'_>, SlotRange<'_>) {
+        let (low, high) = self.bytes_mut().split_at_mut(mid as usize * 8);
+        (
+            SlotRange {
+                bytes: low,
+                first: 0,
+            },
+            SlotRange {
+                bytes: high,
+                first: mid,
+            },
+        )
+    }
+}
+
+impl SlotRange<'_> {
+    /// Sets slot `p`'s token and record, as `Slots::set_tok` and `Slots::set_rec` do.
+    #[inline(always)]
+    pub(super) fn set(&mut self, p: u32, tok: u32, rec: u32) {
+        let i = (p - self.first) as usize * 8;
+        let slot = &mut self.bytes[i..i + 8];
+        slot[..4].copy_from_slice(&tok.to_ne_bytes());
+        slot[4..].copy_from_slice(&rec.to_ne_bytes());
+    }
+}
