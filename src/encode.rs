@@ -341,6 +341,14 @@ const FLAT_PAIRS_MAX: usize = 1 << 17;
 struct FlatPairs {
     slots: Vec<u64>,
     shift: u32,
+    /// One bit per hash of a pair, set for every merge's pair (a one-hash Bloom filter):
+    /// most pairs a merge creates are no merge, and this array of 16 bits per merge
+    /// (64 KB for a 32k model) answers that for 15 in 16 of them without a probe of the
+    /// table (16 bytes per merge, 512 KB). One thread, 32k model, 27 MB of lines:
+    /// 1.29-1.51 s without it, 1.08-1.37 s with it (8 bits per merge: 1.11-1.37 s;
+    /// 4 bits: 1.17-1.2 s).
+    bloom: Vec<u64>,
+    bloom_shift: u32,
 }
 
 /// Id bits per field of a [`FlatPairs`] slot (vocabularies up to 2M ids).
@@ -365,15 +373,33 @@ impl FlatPairs {
         let mut slots = vec![FLAT_EMPTY; 1 << bits];
         let mask = slots.len() - 1;
         let shift = 64 - bits;
+        // Sixteen bits per pair, in whole u64 words: one false positive in 16.
+        let bloom_bits = (16 * pairs.len().max(1)).next_power_of_two().max(64);
+        let mut bloom = vec![0u64; bloom_bits / 64];
+        let bloom_shift = 64 - bloom_bits.trailing_zeros();
         for (&(a, b), &id) in pairs {
             let key = u64::from(a) << FLAT_ID_BITS | u64::from(b);
-            let mut at = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize;
+            let hash = key.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let mut at = (hash >> shift) as usize;
             while slots[at] != FLAT_EMPTY {
                 at = (at + 1) & mask;
             }
             slots[at] = key << FLAT_ID_BITS | u64::from(id);
+            let bit = Self::bloom_bit(key, bloom_shift);
+            bloom[bit / 64] |= 1 << (bit % 64);
         }
-        Some(FlatPairs { slots, shift })
+        Some(FlatPairs {
+            slots,
+            shift,
+            bloom,
+            bloom_shift,
+        })
+    }
+
+    /// The bloom bit of `key`: a second multiplicative hash, independent of the table's.
+    #[inline(always)]
+    fn bloom_bit(key: u64, bloom_shift: u32) -> usize {
+        (key.wrapping_mul(0xC2B2_AE3D_27D4_EB4F) >> bloom_shift) as usize
     }
 
     #[inline(always)]
@@ -383,6 +409,10 @@ impl FlatPairs {
             return NONE;
         }
         let key = u64::from(a) << FLAT_ID_BITS | u64::from(b);
+        let bit = Self::bloom_bit(key, self.bloom_shift);
+        if self.bloom[bit / 64] & (1 << (bit % 64)) == 0 {
+            return NONE;
+        }
         let mask = self.slots.len() - 1;
         let mut at = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize;
         loop {
