@@ -1,10 +1,9 @@
 //! The incremental merge engine shared by both training modes (see the module doc of
 //! `train` for the data structures and why they are exact).
 
+use super::queue::{CountQueue, PairQueue};
 use super::slots::{SlotRange, Slots};
 use super::Merge;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// Flag of a deleted slot's token.
 pub(super) const DEL: u32 = 1 << 31;
@@ -71,32 +70,6 @@ pub(super) fn delete_run(p: u32, r: u32, s: u32, mut set: impl FnMut(u32, u32)) 
     }
 }
 
-/// The heap of both engines: (count, first position, record), largest first, so ties in
-/// count go to the pair that occurs first. Entries go stale as counts and first positions
-/// change; they are corrected lazily by [`pick_current`].
-pub(super) type PairHeap = BinaryHeap<(u64, Reverse<u32>, u32)>;
-
-/// Pops `heap` until its top is current and returns that record. `current(id)` gives a
-/// record's count and first live position, or `None` for a released record (count < 2).
-pub(super) fn pick_current(
-    heap: &mut PairHeap,
-    mut current: impl FnMut(u32) -> Option<(u64, u32)>,
-) -> Option<u32> {
-    while let Some((count, Reverse(pos), id)) = heap.pop() {
-        let Some((cur, first)) = current(id) else {
-            continue; // released slot
-        };
-        if first == NONE {
-            continue; // impossible for a count >= 2; never loop on it
-        }
-        if cur == count && first == pos {
-            return Some(id);
-        }
-        heap.push((cur, Reverse(first), id));
-    }
-    None
-}
-
 /// The weight of the occurrence of a pair starting at a position.
 pub(super) trait Weights: Sync {
     /// Every weight is 1 (so a weighted count is an occurrence count).
@@ -151,7 +124,7 @@ pub(super) struct Engine<W: Weights> {
     weights: W,
     recs: Vec<Rec>,
     free: Vec<u32>,
-    heap: PairHeap,
+    queue: CountQueue,
     next_id: u32,
     /// Leftmost position that may start a pair, for the all-counts-are-1 phase.
     cursor: u32,
@@ -175,7 +148,7 @@ impl<W: Weights> Engine<W> {
             weights,
             recs: Vec::new(),
             free: Vec::new(),
-            heap: BinaryHeap::new(),
+            queue: CountQueue::new(),
             next_id: 256,
             cursor: 0,
             left_new: vec![UNSET; 256],
@@ -343,13 +316,9 @@ impl<W: Weights> Engine<W> {
             s.spawn(|| fill_shard(slots1, &mut seconds, 1));
             fill_shard(slots0, &mut firsts, 0);
         });
-        let entries: Vec<_> = self
-            .recs
-            .iter()
-            .enumerate()
-            .map(|(id, r)| (r.count, Reverse(r.list[0]), id as u32))
-            .collect();
-        self.heap = BinaryHeap::from(entries);
+        for (id, r) in self.recs.iter().enumerate() {
+            self.queue.push(r.count, r.list[0], id as u32);
+        }
     }
 
     /// Learns up to `num_merges` merges, calling `on_merge` after each.
@@ -369,14 +338,14 @@ impl<W: Weights> Engine<W> {
         merges
     }
 
-    /// Pops the heap until its top is current; that record is the pair to merge.
+    /// Pops the queue until its top is current; that record is the pair to merge.
     fn pick(&mut self) -> Option<u32> {
-        let mut heap = std::mem::take(&mut self.heap);
-        let id = pick_current(&mut heap, |id| {
+        let mut queue = std::mem::replace(&mut self.queue, CountQueue::EMPTY);
+        let id = queue.pick_current(|id| {
             let count = self.recs[id as usize].count;
             (count >= 2).then(|| (count, self.first_live(id)))
         });
-        self.heap = heap;
+        self.queue = queue;
         id
     }
 
@@ -570,7 +539,7 @@ impl<W: Weights> Engine<W> {
                 let list = std::mem::take(&mut self.lists[i]);
                 // The first entry may be dead (a transient (c, a)); an earlier position
                 // only makes the key an upper bound, which `pick` corrects lazily.
-                self.heap.push((l.count, Reverse(list[0]), l.id));
+                self.queue.push(l.count, list[0], l.id);
                 let r = &mut self.recs[l.id as usize];
                 r.count = l.count;
                 r.live = l.live;

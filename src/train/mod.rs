@@ -59,6 +59,7 @@
 //!   GPT-4 chunks (1.4 MB) of the 27 MB text to 32768: ~0.4 CPU s.
 
 mod engine;
+mod queue;
 mod slots;
 mod small;
 

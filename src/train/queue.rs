@@ -1,0 +1,109 @@
+//! The trainers' priority queues of pairs: largest count first, ties to the leftmost
+//! first position, with entries that go stale and are corrected lazily.
+
+use super::engine::NONE;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// A queue of (count, first position, record) entries, largest count first, then
+/// smallest position.
+pub(super) trait PairQueue {
+    fn push(&mut self, count: u64, pos: u32, id: u32);
+    fn pop(&mut self) -> Option<(u64, u32, u32)>;
+
+    /// Pops until the top entry is current and returns its record. `current(id)` gives
+    /// a record's count and first live position, or `None` for a released record (count
+    /// < 2). Keys of existing pairs only get worse, so a current top is the maximum; a
+    /// stale one goes back with its current key.
+    fn pick_current(&mut self, mut current: impl FnMut(u32) -> Option<(u64, u32)>) -> Option<u32> {
+        while let Some((count, pos, id)) = self.pop() {
+            let Some((cur, first)) = current(id) else {
+                continue; // released slot
+            };
+            if first == NONE {
+                continue; // impossible for a count >= 2; never loop on it
+            }
+            if cur == count && first == pos {
+                return Some(id);
+            }
+            self.push(cur, first, id);
+        }
+        None
+    }
+}
+
+/// One binary heap: the small engine's queue (a few thousand entries).
+pub(super) type PairHeap = BinaryHeap<(u64, Reverse<u32>, u32)>;
+
+impl PairQueue for PairHeap {
+    #[inline]
+    fn push(&mut self, count: u64, pos: u32, id: u32) {
+        BinaryHeap::push(self, (count, Reverse(pos), id));
+    }
+
+    #[inline]
+    fn pop(&mut self) -> Option<(u64, u32, u32)> {
+        BinaryHeap::pop(self).map(|(count, Reverse(pos), id)| (count, pos, id))
+    }
+}
+
+/// Counts below this have a bucket of their own in [`CountQueue`].
+const BUCKETS: usize = 4096;
+
+/// The large engine's queue: one small heap by first position per count below
+/// [`BUCKETS`], one heap for the larger counts. A long run tracks over a million pairs,
+/// most of them rare and never picked; in one heap each pop walked down ~20 levels of
+/// cache misses. The largest count never grows (a new pair occurs at most as often as
+/// the pair whose merge made it), so the highest non-empty bucket is found by walking
+/// down from the last one.
+pub(super) struct CountQueue {
+    large: PairHeap,
+    buckets: Vec<BinaryHeap<Reverse<(u32, u32)>>>,
+    /// No bucket above this one holds an entry.
+    top: usize,
+}
+
+impl CountQueue {
+    /// A queue with no buckets, to stand in while the real one is moved out.
+    pub(super) const EMPTY: CountQueue = CountQueue {
+        large: BinaryHeap::new(),
+        buckets: Vec::new(),
+        top: 0,
+    };
+
+    pub(super) fn new() -> CountQueue {
+        CountQueue {
+            large: BinaryHeap::new(),
+            buckets: (0..BUCKETS).map(|_| BinaryHeap::new()).collect(),
+            top: 0,
+        }
+    }
+}
+
+impl PairQueue for CountQueue {
+    #[inline]
+    fn push(&mut self, count: u64, pos: u32, id: u32) {
+        if count >= BUCKETS as u64 {
+            PairQueue::push(&mut self.large, count, pos, id);
+        } else {
+            let bucket = count as usize;
+            self.buckets[bucket].push(Reverse((pos, id)));
+            self.top = self.top.max(bucket);
+        }
+    }
+
+    fn pop(&mut self) -> Option<(u64, u32, u32)> {
+        if let Some(entry) = PairQueue::pop(&mut self.large) {
+            return Some(entry);
+        }
+        loop {
+            if let Some(Reverse((pos, id))) = self.buckets[self.top].pop() {
+                return Some((self.top as u64, pos, id));
+            }
+            if self.top == 0 {
+                return None;
+            }
+            self.top -= 1;
+        }
+    }
+}
