@@ -106,7 +106,25 @@ struct Rec {
     /// Entries before `head` are known dead.
     head: u32,
     touched: bool,
-    list: Vec<u32>,
+    /// The occurrence list: `pool[start..start + len]`, in position order.
+    start: usize,
+    len: u32,
+}
+
+impl Rec {
+    /// A record for `(a, b)` with no list yet.
+    fn new(a: u32, b: u32, count: u64, live: u32) -> Rec {
+        Rec {
+            a,
+            b,
+            count,
+            live,
+            head: 0,
+            touched: false,
+            start: 0,
+            len: 0,
+        }
+    }
 }
 
 /// A pair created during the current merge pass; its final count is known at the end.
@@ -136,7 +154,12 @@ pub(super) struct Engine<W: Weights> {
     touched_recs: Vec<u32>,
     locals: Vec<Local>,
     buf: Vec<(u32, u32)>,
-    lists: Vec<Vec<u32>>,
+    /// Every record's occurrence list, end to end; lists that die leave holes (`dead`
+    /// entries in all) until [`Engine::collect_pool`] slides the live ones together. One
+    /// array instead of a vector per pair: a long run creates over a million short lists,
+    /// and their allocations and frees cost a fifth of its later merges.
+    pool: Vec<u32>,
+    dead: usize,
 }
 
 impl<W: Weights> Engine<W> {
@@ -158,7 +181,8 @@ impl<W: Weights> Engine<W> {
             touched_recs: Vec::new(),
             locals: Vec::new(),
             buf: Vec::new(),
-            lists: Vec::new(),
+            pool: Vec::new(),
+            dead: 0,
         };
         e.initial_fill(&tok_at);
         e
@@ -209,7 +233,8 @@ impl<W: Weights> Engine<W> {
         r.b = NONE;
         r.count = 0;
         r.live = 0;
-        r.list = Vec::new();
+        self.dead += r.len as usize;
+        r.len = 0;
         self.free.push(id);
     }
 
@@ -217,18 +242,14 @@ impl<W: Weights> Engine<W> {
     fn first_live(&mut self, id: u32) -> u32 {
         let r = &self.recs[id as usize];
         let (a, b) = (r.a, r.b);
+        let list = &self.pool[r.start..r.start + r.len as usize];
         let mut h = r.head as usize;
-        let len = r.list.len();
-        while h < len && !self.occurs(self.recs[id as usize].list[h], a, b) {
+        while h < list.len() && !self.occurs(list[h], a, b) {
             h += 1;
         }
-        let r = &mut self.recs[id as usize];
-        r.head = h as u32;
-        if h < len {
-            r.list[h]
-        } else {
-            NONE
-        }
+        let first = list.get(h).copied().unwrap_or(NONE);
+        self.recs[id as usize].head = h as u32;
+        first
     }
 
     /// Fills the slots with `tok_at`'s tokens, counts all byte pairs once and builds the
@@ -265,33 +286,34 @@ impl<W: Weights> Engine<W> {
             let first = count_shard(0);
             (first, second.join().unwrap_or_else(|_| count_shard(1)))
         });
-        // Byte pairs of count >= 2 become records 0, 1, ... in pair order.
+        // Byte pairs of count >= 2 become records 0, 1, ... in pair order, their lists
+        // laid out in the pool in the same order.
         let mut rec_of = vec![NONE; 1 << 16];
+        let mut total = 0usize;
         for k in 0..(1usize << 16) {
             let count = counts[k] + counts1[k];
             if count >= 2 {
                 let live = lives0[k] + lives1[k];
-                rec_of[k] = self.alloc_rec(Rec {
-                    a: (k >> 8) as u32,
-                    b: (k & 255) as u32,
-                    count,
-                    live,
-                    head: 0,
-                    touched: false,
-                    list: vec![0; live as usize],
-                });
+                let mut rec = Rec::new((k >> 8) as u32, (k & 255) as u32, count, live);
+                rec.start = total;
+                rec.len = live;
+                total += live as usize;
+                rec_of[k] = self.alloc_rec(rec);
             }
         }
+        self.pool = vec![0; total];
         // Each shard fills its slots and its part of every list (the first shard's
         // entries come first, so lists stay in position order).
-        let (mut firsts, mut seconds): (Vec<&mut [u32]>, Vec<&mut [u32]>) = self
-            .recs
-            .iter_mut()
-            .map(|r| {
-                let k = ((r.a << 8) | r.b) as usize;
-                r.list.split_at_mut(lives0[k] as usize)
-            })
-            .unzip();
+        let mut firsts: Vec<&mut [u32]> = Vec::with_capacity(self.recs.len());
+        let mut seconds: Vec<&mut [u32]> = Vec::with_capacity(self.recs.len());
+        let mut rest = &mut self.pool[..];
+        for r in &self.recs {
+            let (list, after) = rest.split_at_mut(r.len as usize);
+            let (first, second) = list.split_at_mut(lives0[((r.a << 8) | r.b) as usize] as usize);
+            firsts.push(first);
+            seconds.push(second);
+            rest = after;
+        }
         let (slots0, slots1) = self.slots.split_at_mut(mid);
         let rec_of = &rec_of;
         let fill_shard = |mut slots: SlotRange<'_>, lists: &mut [&mut [u32]], i: usize| {
@@ -317,7 +339,7 @@ impl<W: Weights> Engine<W> {
             fill_shard(slots0, &mut firsts, 0);
         });
         for (id, r) in self.recs.iter().enumerate() {
-            self.queue.push(r.count, r.list[0], id as u32);
+            self.queue.push(r.count, self.pool[r.start], id as u32);
         }
     }
 
@@ -392,15 +414,7 @@ impl<W: Weights> Engine<W> {
             } else {
                 self.touched_right.push(slot);
             }
-            let id = self.alloc_rec(Rec {
-                a,
-                b,
-                count: 0,
-                live: 0,
-                head: 0,
-                touched: false,
-                list: Vec::new(),
-            });
+            let id = self.alloc_rec(Rec::new(a, b, 0, 0));
             self.locals.push(Local {
                 id,
                 count: 0,
@@ -426,15 +440,17 @@ impl<W: Weights> Engine<W> {
         let c = self.next_id;
         self.next_id += 1;
         self.grow_caches();
-        let list = std::mem::take(&mut self.recs[id as usize].list);
-        let head = self.recs[id as usize].head as usize;
-        let list = &list[head..];
+        // The pass writes no list, so the pool can be lent out for it.
+        let pool = std::mem::take(&mut self.pool);
+        let r = &self.recs[id as usize];
+        let list = &pool[r.start + r.head as usize..r.start + r.len as usize];
         for batch in list.chunks(BATCH) {
             self.touch(batch);
             for &p in batch {
                 self.merge_at(p, a, b, c, id);
             }
         }
+        self.pool = pool;
         self.release_rec(id);
         self.finish_pass();
         Merge {
@@ -512,38 +528,44 @@ impl<W: Weights> Engine<W> {
             r.touched = false;
             if r.count < 2 {
                 self.release_rec(id);
-            } else if r.list.len() - r.head as usize > 8 * r.live as usize + 64 {
+            } else if (r.len - r.head) as usize > 8 * r.live as usize + 64 {
                 self.compact(id);
             }
         }
         self.touched_recs.clear();
 
-        self.lists.clear();
+        // New lists go to the end of the pool, one after another; `entries` turns into
+        // each list's fill cursor.
+        let mut end = self.pool.len();
         for i in 0..self.locals.len() {
-            let l = &self.locals[i];
+            let l = &mut self.locals[i];
             if l.count >= 2 {
-                self.lists.push(Vec::with_capacity(l.entries as usize));
+                let r = &mut self.recs[l.id as usize];
+                r.start = end;
+                r.len = l.entries;
+                end += l.entries as usize;
+                l.entries = 0;
             } else {
-                self.lists.push(Vec::new());
-                self.release_rec(l.id);
+                let id = l.id;
+                self.release_rec(id);
             }
         }
+        self.pool.resize(end, 0);
         for &(lid, pos) in &self.buf {
-            if self.locals[lid as usize].count >= 2 {
-                self.lists[lid as usize].push(pos);
+            let l = &mut self.locals[lid as usize];
+            if l.count >= 2 {
+                self.pool[self.recs[l.id as usize].start + l.entries as usize] = pos;
+                l.entries += 1;
             }
         }
-        for i in 0..self.locals.len() {
-            let l = &self.locals[i];
+        for l in &self.locals {
             if l.count >= 2 {
-                let list = std::mem::take(&mut self.lists[i]);
-                // The first entry may be dead (a transient (c, a)); an earlier position
-                // only makes the key an upper bound, which `pick` corrects lazily.
-                self.queue.push(l.count, list[0], l.id);
                 let r = &mut self.recs[l.id as usize];
                 r.count = l.count;
                 r.live = l.live;
-                r.list = list;
+                // The first entry may be dead (a transient (c, a)); an earlier position
+                // only makes the key an upper bound, which `pick` corrects lazily.
+                self.queue.push(l.count, self.pool[r.start], l.id);
             }
         }
         self.locals.clear();
@@ -556,27 +578,58 @@ impl<W: Weights> Engine<W> {
         }
         self.touched_left.clear();
         self.touched_right.clear();
+        if self.dead > self.n as usize / 8 + 64 && self.dead > self.pool.len() / 2 {
+            self.collect_pool();
+        }
+    }
+
+    /// Slides the live lists to the front of the pool, in pool order, and drops each
+    /// list's known-dead head; the pool keeps its memory (fresh pages are costly here).
+    fn collect_pool(&mut self) {
+        let mut order: Vec<(usize, u32)> = (0..self.recs.len() as u32)
+            .filter(|&id| self.recs[id as usize].len > self.recs[id as usize].head)
+            .map(|id| (self.recs[id as usize].start, id))
+            .collect();
+        order.sort_unstable();
+        let mut end = 0;
+        for (start, id) in order {
+            let r = &mut self.recs[id as usize];
+            let (from, len) = (start + r.head as usize, (r.len - r.head) as usize);
+            self.pool.copy_within(from..from + len, end);
+            r.start = end;
+            r.len = len as u32;
+            r.head = 0;
+            end += len;
+        }
+        for r in &mut self.recs {
+            if r.len == r.head {
+                r.start = 0;
+                r.len = 0;
+                r.head = 0;
+            }
+        }
+        self.pool.truncate(end);
+        self.dead = 0;
     }
 
     /// Drops the dead entries of a record's list.
     fn compact(&mut self, id: u32) {
-        let mut list = std::mem::take(&mut self.recs[id as usize].list);
-        let (a, b, head) = {
-            let r = &self.recs[id as usize];
-            (r.a, r.b, r.head as usize)
-        };
-        let mut w = 0;
-        for i in head..list.len() {
+        let mut pool = std::mem::take(&mut self.pool);
+        let r = &self.recs[id as usize];
+        let (a, b) = (r.a, r.b);
+        let list = &mut pool[r.start..r.start + r.len as usize];
+        let mut w = 0usize;
+        for i in r.head as usize..list.len() {
             let p = list[i];
             if self.occurs(p, a, b) {
                 list[w] = p;
                 w += 1;
             }
         }
-        list.truncate(w);
-        list.shrink_to_fit();
+        self.pool = pool;
         let r = &mut self.recs[id as usize];
-        r.list = list;
+        self.dead += r.len as usize - w;
+        r.len = w as u32;
         r.head = 0;
     }
 
