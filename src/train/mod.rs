@@ -25,9 +25,13 @@
 //!   by the left-to-right merge pass, so they arrive in position order too. A position's
 //!   record link may be stale; it is trusted only if that record's pair is the pair at the
 //!   position (pairs are never re-created, so this is exact). The links replace a hash map.
-//! - A max-heap keyed by (count, first live position), refreshed lazily: keys of existing
-//!   pairs only get worse, so a popped entry whose key is still current is the true maximum;
-//!   a stale one is re-pushed with its current key.
+//!   All lists live end to end in one pool; dead lists leave holes that are slid shut in
+//!   place when they are half the pool.
+//! - A priority queue keyed by (count, first live position), refreshed lazily (`queue`):
+//!   keys of existing pairs only get worse, so a popped entry whose key is still current is
+//!   the true maximum; a stale one is re-pushed with its current key. The largest count
+//!   never grows (a new pair occurs at most as often as the pair whose merge made it), so
+//!   the large engine keeps counts below 4096 in buckets, each a small heap by position.
 //! - Pairs of weighted count 1 are not tracked at all: counts never grow after a pair's
 //!   creating pass, so such a pair can only be chosen when every pair has count 1, and then
 //!   the tie rule picks the leftmost pair of the sequence, which a cursor finds.
@@ -44,15 +48,30 @@
 //! - Record links in the slots replace the pair -> record hash map (the link is in the
 //!   cache line the merge already reads); new pairs take their record at once so positions
 //!   are linked while hot. With touching the slot 16 list entries ahead in the merge loop
-//!   (a plain load: prefetch intrinsics need `unsafe`), a run is 5.0-7.4 CPU s depending
-//!   on the neighbours' load: about 6-9x gzip, not yet the 4x target.
+//!   (a plain load: prefetch intrinsics need `unsafe`), a run was 5.0-7.4 CPU s depending
+//!   on the neighbours' load (since replaced by the batched touch below).
 //! - Eager list compaction (dead > 2 x live) scanned 50 M entries; compacting only at
 //!   dead > 8 x live + 64 is cheaper in time and costs ~30 MB.
-//! - Peak memory 413 MB for 27.3 MB (15 bytes per input byte, including the input); 100 MB
-//!   of docs: 1.38 GB (13.8 bytes/byte), 24 CPU s.
-//! - The initial pair count runs on both cores (two shards, summed: deterministic). The
-//!   merge loop is sequential; splitting large passes over two threads (per-thread count
-//!   deltas, boundary occurrences settled in order) is the next step for speed.
+//! - Peak memory was 413 MB for 27.3 MB (15 bytes per input byte, including the input)
+//!   with a vector per list; 100 MB of docs: 1.38 GB (13.8 bytes/byte), 24 CPU s.
+//! - The initial pair count and the fill of the slots and first lists run on both cores
+//!   (two shards of the text; sums and list order do not depend on the cut). Fresh memory
+//!   is the cost here: when the host has taken back a guest's free pages (the VM reports
+//!   them through its balloon driver), every first touch faults on the host too, ~1.6-2 ms
+//!   per MB (216 MB of huge pages: 0.35-0.43 s cold, 0.03 s when just freed by another
+//!   process). Set-up 0.72 -> 0.44 s (means of 5 alternated runs; 0.25-0.65 s per run).
+//! - November 30, measured as means of 4-5 alternated runs of each build (in-process, the
+//!   whole 27 MB run; the host's speed moved 30% within minutes, so only alternated
+//!   figures compare): the merge loop first loads the slots of 32 list entries in a tight
+//!   loop, then merges them (their misses overlap; a load a few entries ahead inside the
+//!   loop still has to retire in order), merge phase 6.65 -> 5.45 s; a bucket queue (the
+//!   one heap grew to 1.26 M entries for < 0.2 M pops, each pop ~20 levels of misses)
+//!   for the last 29 k merges 2.24 -> 1.99 s; the list pool (a million short `Vec`s had
+//!   cost a fifth of those merges in `malloc` and `free`) 4.63 -> 4.05 s in all, peak
+//!   memory 412 -> 502 MB (18.6 bytes per input byte; 100 MB: 1.72 GB, 17.2). The pool
+//!   is collected 3 times in that run (50-100 ms each). Splitting the big early passes
+//!   over two threads (per-thread count deltas, boundary occurrences settled in order) is
+//!   the next step for speed: the first 3000 merges are now 60% of the merge time.
 //! - Inputs below 2^20 positions train in `small`, the same algorithm laid out for a short
 //!   run (one list arena, 4-byte slots, one huge page; see its notes): taylorswift.txt
 //!   to 512 merges, whole process, 8.5 -> 5.7 -> 4.7 ms CPU. `train_chunks` on the 141 k distinct
