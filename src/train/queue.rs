@@ -107,3 +107,50 @@ impl PairQueue for CountQueue {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{CountQueue, PairQueue, BUCKETS};
+
+    /// The naive queue: every entry in a vector, the largest count first, then the
+    /// smallest position (positions are distinct here, so no other tie is left).
+    fn naive_pop(entries: &mut Vec<(u64, u32, u32)>) -> Option<(u64, u32, u32)> {
+        let best = (0..entries.len()).max_by_key(|&i| (entries[i].0, u32::MAX - entries[i].1))?;
+        Some(entries.swap_remove(best))
+    }
+
+    /// Pushes and pops in random order, counts on both sides of the bucket limit and
+    /// counts that rise after pops, give the naive queue's order.
+    #[test]
+    fn count_queue_pops_like_the_naive_queue() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut random = |below: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % below
+        };
+        for round in 0..200 {
+            let mut queue = CountQueue::new();
+            let mut naive = Vec::new();
+            let mut next_pos = 0u32;
+            let spread = [3, 40, BUCKETS as u64 + 50, 1 << 20][round % 4];
+            for _ in 0..400 {
+                if random(3) == 0 {
+                    assert_eq!(queue.pop(), naive_pop(&mut naive));
+                } else {
+                    let count = random(spread);
+                    // Distinct positions, pushed in no particular order.
+                    let pos = (next_pos * 7919) % 100_003;
+                    next_pos += 1;
+                    queue.push(count, pos, next_pos);
+                    naive.push((count, pos, next_pos));
+                }
+            }
+            while !naive.is_empty() {
+                assert_eq!(queue.pop(), naive_pop(&mut naive));
+            }
+            assert_eq!(queue.pop(), None);
+        }
+    }
+}
