@@ -70,6 +70,27 @@ pub(super) fn delete_run(p: u32, r: u32, s: u32, mut set: impl FnMut(u32, u32)) 
     }
 }
 
+/// Runs `first` and `second`, on two threads if `parallel` (else one after the other),
+/// and returns both results.
+fn both<A: Send, B: Send>(
+    parallel: bool,
+    first: impl FnOnce() -> A,
+    second: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    if !parallel {
+        return (first(), second());
+    }
+    std::thread::scope(|s| {
+        let handle = s.spawn(second);
+        let a = first();
+        // A panic of the second half is a bug: pass it on, as one thread would.
+        let b = handle
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (a, b)
+    })
+}
+
 /// The weight of the occurrence of a pair starting at a position.
 pub(super) trait Weights: Sync {
     /// Every weight is 1 (so a weighted count is an occurrence count).
@@ -281,11 +302,8 @@ impl<W: Weights> Engine<W> {
             }
             (counts, lives)
         };
-        let ((counts, lives0), (counts1, lives1)) = std::thread::scope(|s| {
-            let second = s.spawn(|| count_shard(1));
-            let first = count_shard(0);
-            (first, second.join().unwrap_or_else(|_| count_shard(1)))
-        });
+        let ((counts, lives0), (counts1, lives1)) =
+            both(mid < n, || count_shard(0), || count_shard(1));
         // Byte pairs of count >= 2 become records 0, 1, ... in pair order, their lists
         // laid out in the pool in the same order.
         let mut rec_of = vec![NONE; 1 << 16];
@@ -334,10 +352,11 @@ impl<W: Weights> Engine<W> {
                 }
             }
         };
-        std::thread::scope(|s| {
-            s.spawn(|| fill_shard(slots1, &mut seconds, 1));
-            fill_shard(slots0, &mut firsts, 0);
-        });
+        both(
+            mid < n,
+            || fill_shard(slots0, &mut firsts, 0),
+            || fill_shard(slots1, &mut seconds, 1),
+        );
         for (id, r) in self.recs.iter().enumerate() {
             self.queue.push(r.count, self.pool[r.start], id as u32);
         }
