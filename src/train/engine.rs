@@ -122,7 +122,7 @@ struct Rec {
     a: u32,
     b: u32,
     count: u64,
-    /// Live occurrences (== count without weights); decides when to compact `list`.
+    /// Live occurrences (== count without weights); decides when to compact the list.
     live: u32,
     /// Entries before `head` are known dead.
     head: u32,
