@@ -55,7 +55,7 @@ const BUCKETS: usize = 4096;
 /// most of them rare and never picked; in one heap each pop walked down ~20 levels of
 /// cache misses. The largest count never grows (a new pair occurs at most as often as
 /// the pair whose merge made it), so the highest non-empty bucket is found by walking
-/// down from the highest one used so far, rarely more than a step.
+/// down from the highest one used so far (a push above it raises it).
 pub(super) struct CountQueue {
     large: PairHeap,
     buckets: Vec<BinaryHeap<Reverse<(u32, u32)>>>,
