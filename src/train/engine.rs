@@ -603,7 +603,8 @@ impl<W: Weights> Engine<W> {
     }
 
     /// Slides the live lists to the front of the pool, in pool order, and drops each
-    /// list's known-dead head; the pool keeps its memory (fresh pages are costly here).
+    /// list's known-dead head; the pool keeps most of its memory (fresh pages are costly
+    /// here).
     fn collect_pool(&mut self) {
         let mut order: Vec<(usize, u32)> = (0..self.recs.len() as u32)
             .filter(|&id| self.recs[id as usize].len > self.recs[id as usize].head)
@@ -628,6 +629,11 @@ impl<W: Weights> Engine<W> {
             }
         }
         self.pool.truncate(end);
+        // Keep room to grow, but hand back what the early, long lists needed and the
+        // later passes will not (a shrinking map is returned without a copy).
+        if self.pool.capacity() > 4 * end {
+            self.pool.shrink_to(2 * end);
+        }
         self.dead = 0;
     }
 
