@@ -631,7 +631,7 @@ impl<W: Weights> Engine<W> {
         self.pool.truncate(end);
         // Keep room to grow, but hand back what the early, long lists needed and the
         // later passes will not (a shrinking map is returned without a copy).
-        if self.pool.capacity() > 4 * end {
+        if self.pool.capacity() > 8 * end {
             self.pool.shrink_to(2 * end);
         }
         self.dead = 0;

@@ -70,8 +70,9 @@
 //!   cost a fifth of those merges in `malloc` and `free`) 4.63 -> 4.05 s in all, peak
 //!   memory 412 -> 502 MB (18.6 bytes per input byte; 100 MB: 1.72 GB, 17.2). The pool
 //!   is collected 3 times in that run (50-100 ms each) and hands back capacity when a
-//!   collection leaves it under a quarter full (16 MB of one repeated byte: peak 375 MB
-//!   before the pool, 470 MB with it, 380 MB handing back). Splitting the big early passes
+//!   collection leaves it under an eighth full (16 MB of one repeated byte: peak 375 MB
+//!   before the pool, 470 MB with it, 380 MB handing back; at a quarter, the 27 MB run
+//!   re-faulted what it had handed back: 0.12 s more system time). Splitting the big early passes
 //!   over two threads (per-thread count deltas, boundary occurrences settled in order) is
 //!   the next step for speed: the first 3000 merges are now 60% of the merge time.
 //! - Inputs below 2^20 positions train in `small`, the same algorithm laid out for a short
