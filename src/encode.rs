@@ -32,8 +32,8 @@
 //!   flat table of 8-byte slots (models of up to 128K pairs: 512 KB for a 32k model,
 //!   L2-resident) behind a one-hash Bloom filter (most pairs a merge creates are no
 //!   merge; the filter answers 15 in 16 of those from 64 KB: one thread, 32k model,
-//!   27 MB of lines, 1.08-1.37 s against 1.29-1.51 s without it), or a per-thread pair
-//!   cache before the model's map.
+//!   27 MB of lines, 1.13 s against 1.30 s without it, means of 4 alternated runs), or a
+//!   per-thread pair cache before the model's map.
 //! - Caching whole `--split none` lines of up to 128 bytes, as split chunks are cached
 //!   (13% of the benchmark text's bytes are in repeated lines), made that run slower:
 //!   1.22 s against 1.10 s (means of 4 alternated runs). Not kept.
@@ -350,9 +350,9 @@ struct FlatPairs {
     /// One bit per hash of a pair, set for every merge's pair (a one-hash Bloom filter):
     /// most pairs a merge creates are no merge, and this array of 16 bits per merge
     /// (64 KB for a 32k model) answers that for 15 in 16 of them without a probe of the
-    /// table (16 bytes per merge, 512 KB). One thread, 32k model, 27 MB of lines:
-    /// 1.29-1.51 s without it, 1.08-1.37 s with it (8 bits per merge: 1.11-1.37 s;
-    /// 4 bits: 1.17-1.2 s).
+    /// table (16 bytes per merge, 512 KB). One thread, 32k model, 27 MB of lines, means
+    /// of 4 alternated runs: 1.30 s without it, 1.13 s with it (8 bits per merge: 1.16 s;
+    /// 4 bits: 1.19 s).
     bloom: Vec<u64>,
     bloom_shift: u32,
 }
