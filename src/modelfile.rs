@@ -138,16 +138,15 @@ fn parse_beside<T: Send>(
     let body = &bytes[first.len() + 1.min(bytes.len() - first.len())..];
     let mut numbered = lines.enumerate().map(|(k, line)| (k as u64 + 2, line));
     match header.get("kind").and_then(Value::as_str) {
-        Some("bpe") => std::thread::scope(|scope| {
-            let side = scope.spawn(beside);
-            // Room for every line up front: growing the tables rehashes them.
-            let lines = memchr::memchr_iter(b'\n', body).count() + 1;
-            let model = parse_bpe(&header, &mut numbered, lines, source, file).map(Model::Bpe);
-            (
-                model,
-                side.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            )
-        }),
+        Some("bpe") => crate::parallel::both(
+            true,
+            || {
+                // Room for every line up front: growing the tables rehashes them.
+                let lines = memchr::memchr_iter(b'\n', body).count() + 1;
+                parse_bpe(&header, &mut numbered, lines, source, file).map(Model::Bpe)
+            },
+            beside,
+        ),
         Some("word") => {
             let parallel_min = crate::word::PARALLEL_MODEL_BYTES;
             let (model, side) = crate::word::parse_model_text_beside(

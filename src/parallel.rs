@@ -1,10 +1,31 @@
 //! Work shared by threads: items handed out one at a time from a single queue
-//! ([`on_demand`]), or with their results written in order ([`ordered`]); and the
-//! buffers they reuse ([`Pool`]).
+//! ([`on_demand`]), or with their results written in order ([`ordered`]); two jobs side
+//! by side ([`both`]); and the buffers they reuse ([`Pool`]).
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::sync::{mpsc, Condvar, Mutex};
+
+/// Runs `first` here and `second` on a scoped thread beside it if `parallel` (else one
+/// after the other), and returns both results. A panic of `second` is passed on, as it
+/// would be on one thread.
+pub fn both<A, B: Send>(
+    parallel: bool,
+    first: impl FnOnce() -> A,
+    second: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    if !parallel {
+        return (first(), second());
+    }
+    std::thread::scope(|s| {
+        let handle = s.spawn(second);
+        let a = first();
+        let b = handle
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (a, b)
+    })
+}
 
 /// Runs `work` on every item of `items` on `threads` scoped threads, each taking the
 /// next item when it is free (so items of uneven cost balance). Each thread makes its

@@ -1071,14 +1071,7 @@ pub fn parse_model_text_beside<T: Send>(
     if first.words.len() >= u32::MAX as usize {
         return (sequential(source), beside());
     }
-    let (built, side) = std::thread::scope(|scope| {
-        let side = scope.spawn(beside);
-        let built = WordIds::build(first.words);
-        (
-            built,
-            side.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-        )
-    });
+    let (built, side) = crate::parallel::both(true, || WordIds::build(first.words), beside);
     match built {
         Ok(ids) => {
             let model = WordModel {

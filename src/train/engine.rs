@@ -4,6 +4,7 @@
 use super::queue::{CountQueue, PairQueue};
 use super::slots::{SlotRange, Slots};
 use super::Merge;
+use crate::parallel::both;
 
 /// Flag of a deleted slot's token.
 pub(super) const DEL: u32 = 1 << 31;
@@ -68,27 +69,6 @@ pub(super) fn delete_run(p: u32, r: u32, s: u32, mut set: impl FnMut(u32, u32)) 
     if g1 != g0 {
         set(g1, DEL | p);
     }
-}
-
-/// Runs `first` and `second`, on two threads if `parallel` (else one after the other),
-/// and returns both results.
-fn both<A: Send, B: Send>(
-    parallel: bool,
-    first: impl FnOnce() -> A,
-    second: impl FnOnce() -> B + Send,
-) -> (A, B) {
-    if !parallel {
-        return (first(), second());
-    }
-    std::thread::scope(|s| {
-        let handle = s.spawn(second);
-        let a = first();
-        // A panic of the second half is a bug: pass it on, as one thread would.
-        let b = handle
-            .join()
-            .unwrap_or_else(|e| std::panic::resume_unwind(e));
-        (a, b)
-    })
 }
 
 /// The weight of the occurrence of a pair starting at a position.
