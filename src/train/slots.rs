@@ -71,16 +71,6 @@ impl Slots {
     pub(super) fn set_rec(&mut self, p: u32, r: u32) {
         self.write(p as usize * 8 + 4, r);
     }
-}
-
-/// A run of slots starting at `first`, for one thread to fill while another fills the
-/// rest.
-pub(super) struct SlotRange<'a> {
-    bytes: &'a mut [u8],
-    first: u32,
-}
-
-impl Slots {
     /// The slots before `mid` and those from `mid` on.
     pub(super) fn split_at_mut(&mut self, mid: u32) -> (SlotRange<'_>, SlotRange<'_>) {
         let (low, high) = self.bytes_mut().split_at_mut(mid as usize * 8);
@@ -95,6 +85,13 @@ impl Slots {
             },
         )
     }
+}
+
+/// A run of slots starting at `first`, for one thread to fill while another fills the
+/// rest.
+pub(super) struct SlotRange<'a> {
+    bytes: &'a mut [u8],
+    first: u32,
 }
 
 impl SlotRange<'_> {
