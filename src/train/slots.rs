@@ -71,6 +71,7 @@ impl Slots {
     pub(super) fn set_rec(&mut self, p: u32, r: u32) {
         self.write(p as usize * 8 + 4, r);
     }
+
     /// The slots before `mid` and those from `mid` on.
     pub(super) fn split_at_mut(&mut self, mid: u32) -> (SlotRange<'_>, SlotRange<'_>) {
         let (low, high) = self.bytes_mut().split_at_mut(mid as usize * 8);
