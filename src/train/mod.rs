@@ -254,23 +254,14 @@ pub fn train_chunks_with<'a>(
         }
         PerPos(weights)
     };
-    let skip = match try_small(choice, len, toks, weights, num_merges, on_merge) {
+    let skip = match try_small(choice, len, toks.clone(), weights, num_merges, on_merge) {
         Ok(merges) => return merges,
         Err(skip) => skip,
     };
-    let mut weights: Vec<u64> = Vec::with_capacity(len);
-    let mut tokens: Vec<u32> = Vec::with_capacity(len);
-    for (i, &(chunk, w)) in kept.iter().enumerate() {
-        if i > 0 {
-            tokens.push(SEP);
-            weights.push(0);
-        }
-        tokens.extend(chunk.iter().map(|&b| u32::from(b)));
-        weights.extend(std::iter::repeat_n(w, chunk.len()));
-    }
+    let (tokens, weights): (Vec<u32>, _) = (toks.collect(), weights());
     drop(kept);
     let tok_at = |p: u32| tokens[p as usize];
-    let engine = Engine::new(len as u32, tok_at, PerPos(weights));
+    let engine = Engine::new(len as u32, tok_at, weights);
     drop(tokens);
     engine.run(num_merges, &mut skipping(skip, on_merge))
 }
