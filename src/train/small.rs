@@ -71,6 +71,22 @@
 //! - Keeping new pairs below a quarter of the creating merge's count out of the heap
 //!   until the top falls to their level (8.5 k heap pushes saved): no measurable change
 //!   (in process 3.9-4.3 ms per call either way). Not kept.
+//! - Big passes on two threads (2026-12-01; not kept, in-process figures of
+//!   `examples/train-bench.rs`, serial 3.2-3.3 ms per call): a pass's list cut where no
+//!   occurrence on the left touches a slot one on the right does, a spinning second
+//!   thread merging the right part with the records only read (losses and new pairs
+//!   collected per thread, records made and slots linked when both are done). Cut at the
+//!   list's middle (passes of 400+ entries), the second thread took 48 ns per entry and
+//!   the first 24 (17-20 serial): every pass pulls the right part's cache lines over from
+//!   the other core, where the previous pass or the set-up left them; 6.8 ms per call.
+//!   Cut at the middle position of the text instead (every pass of 8+ entries, so each
+//!   core keeps its half), the second thread linking its own occurrences: 30 vs 21-22 ns
+//!   per entry (its half is first pulled over from where the set-up wrote it), and the
+//!   serial joining of the halves (0.4 ms) and list filling (0.6 ms) on top: 5.2-5.5 ms.
+//!   A gain needs each thread's half of slots, lists and new-pair tables to stay its own
+//!   from the set-up on, only a few boundary occurrences per pass on one thread. (A
+//!   kernel wake-up between the threads costs 15 us to the waker and 35 us in all on the
+//!   project's VM, so the second thread must spin; a spinning hand-over takes 0.2 us.)
 
 use super::engine::{delete_run, next_live, prev_live, Weights, DEL, NONE, SEP};
 use super::queue::{PairHeap, PairQueue};
