@@ -64,12 +64,15 @@ fn main() -> ExitCode {
                 "--split and --special apply to BPE models only",
             ));
         }
-        // Only word models and split modes use threads. Asking the system for its cores
-        // reads cgroup files (a dozen system calls) that a `--split none` run skips.
+        // `--split none` uses at most two threads (the large engine's set-up), so it
+        // needs no core count: asking the system for one reads cgroup files (a dozen
+        // system calls), a tenth of a millisecond of a short run.
         let threads = if model_type == ModelType::Word || split.is_some() {
             args.threads.count()
-        } else {
+        } else if args.threads.threads == 1 {
             1
+        } else {
+            2
         };
         let config = TrainConfig {
             model_type,

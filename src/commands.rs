@@ -15,7 +15,7 @@ use crate::modelfile::{self, StreamModel};
 use crate::ndjson;
 use crate::parallel::Pool;
 use crate::pretokenize::{self, ChunkCounter, ChunkCounts, Splitter};
-use crate::train::{self, Merge};
+use crate::train::{self, EngineChoice, Merge};
 
 fn write_err(e: std::io::Error) -> Error {
     Error::io("write failed", e).in_file("<stdout>")
@@ -56,6 +56,7 @@ pub struct TrainConfig {
     pub vocab_size: Option<usize>,
     pub split: Option<SplitSpec>,
     pub specials: Vec<String>,
+    /// Threads to use (at least 1).
     pub threads: usize,
     pub no_mmap: bool,
 }
@@ -190,8 +191,16 @@ pub fn train(
             check_train_len(text.len())?;
             match cut_specials(&text, &config.specials)[..] {
                 [] => Vec::new(),
-                [only] => train::train_bytes(only, vocab_size, &mut on_merge),
-                ref pieces => train::train_chunks(
+                [only] => train::train_bytes_with(
+                    EngineChoice::Auto,
+                    config.threads,
+                    only,
+                    vocab_size,
+                    &mut on_merge,
+                ),
+                ref pieces => train::train_chunks_with(
+                    EngineChoice::Auto,
+                    config.threads,
                     pieces.iter().map(|p| (*p, 1u64)),
                     vocab_size,
                     &mut on_merge,
@@ -202,7 +211,13 @@ pub fn train(
             let splitter = Splitter::new(spec)?;
             let counts = count_training_chunks(config, sources, &splitter)?;
             check_train_len(counts.iter().map(|(c, _)| c.len() + 1).sum())?;
-            train::train_chunks(counts.iter(), vocab_size, &mut on_merge)
+            train::train_chunks_with(
+                EngineChoice::Auto,
+                config.threads,
+                counts.iter(),
+                vocab_size,
+                &mut on_merge,
+            )
         }
     };
     if merges.len() < wanted {

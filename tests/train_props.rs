@@ -29,7 +29,7 @@ fn fast_bytes(text: &[u8], vocab: usize) -> Vec<M> {
     assert_eq!(out, seen, "on_merge must see every merge, in order");
     for choice in ENGINES {
         let mut calls = 0usize;
-        let forced = train_bytes_with(choice, text, vocab, &mut |_| calls += 1);
+        let forced = train_bytes_with(choice, 2, text, vocab, &mut |_| calls += 1);
         assert_eq!(forced, out, "{choice:?} engine differs");
         assert_eq!(calls, out.len());
     }
@@ -44,7 +44,7 @@ fn fast_chunks(chunks: &[(&[u8], u64)], vocab: usize) -> Vec<M> {
     let out = train_chunks(chunks.iter().copied(), vocab, &mut |_| calls += 1);
     assert_eq!(out.len(), calls);
     for choice in ENGINES {
-        let forced = train_chunks_with(choice, chunks.iter().copied(), vocab, &mut |_| {});
+        let forced = train_chunks_with(choice, 2, chunks.iter().copied(), vocab, &mut |_| {});
         assert_eq!(forced, out, "{choice:?} engine differs");
     }
     for (i, m) in out.iter().enumerate() {
@@ -367,6 +367,24 @@ fn engines_agree_past_the_small_limit() {
         .collect();
     let auto = fast_bytes(&text, 600);
     assert_eq!(auto.len(), 344);
+    // On one thread (`-j 1`) the large engine sets up without its second shard.
+    let one: Vec<M> = train_bytes_with(EngineChoice::Large, 1, &text, 600, &mut |_| {})
+        .iter()
+        .map(|m| (m.pair.0, m.pair.1, m.count))
+        .collect();
+    assert_eq!(one, auto);
     let pieces: Vec<(&[u8], u64)> = text.chunks(7).map(|c| (c, 1 + c[0] as u64 % 3)).collect();
-    fast_chunks(&pieces, 600);
+    let chunked = fast_chunks(&pieces, 600);
+    let one = train_chunks_with(
+        EngineChoice::Large,
+        1,
+        pieces.iter().copied(),
+        600,
+        &mut |_| {},
+    );
+    assert_eq!(one.len(), chunked.len());
+    assert!(one
+        .iter()
+        .zip(&chunked)
+        .all(|(m, c)| (m.pair.0, m.pair.1, m.count) == *c));
 }

@@ -164,8 +164,14 @@ pub(super) struct Engine<W: Weights> {
 }
 
 impl<W: Weights> Engine<W> {
-    /// An engine over the `n` tokens (bytes and [`SEP`]) that `tok_at` gives by position.
-    pub(super) fn new(n: u32, tok_at: impl Fn(u32) -> u32 + Sync, weights: W) -> Engine<W> {
+    /// An engine over the `n` tokens (bytes and [`SEP`]) that `tok_at` gives by position;
+    /// its set-up uses a second thread if `threads > 1`.
+    pub(super) fn new(
+        n: u32,
+        tok_at: impl Fn(u32) -> u32 + Sync,
+        weights: W,
+        threads: usize,
+    ) -> Engine<W> {
         let mut e = Engine {
             slots: Slots::new(n as usize),
             n,
@@ -185,7 +191,7 @@ impl<W: Weights> Engine<W> {
             pool: Vec::new(),
             dead: 0,
         };
-        e.initial_fill(&tok_at);
+        e.initial_fill(&tok_at, threads > 1);
         e
     }
 
@@ -259,13 +265,17 @@ impl<W: Weights> Engine<W> {
     /// position, and on a virtual machine first touches of memory are costly (27 MB: the
     /// whole set-up 0.40-1.0 s on one core, the range depending on how recently the host
     /// backed the pages).
-    fn initial_fill(&mut self, tok_at: &(impl Fn(u32) -> u32 + Sync)) {
+    fn initial_fill(&mut self, tok_at: &(impl Fn(u32) -> u32 + Sync), two_threads: bool) {
         let n = self.n;
         if n == 0 {
             return;
         }
         // Shard `i` owns slots `bounds[i]..bounds[i + 1]` and the pairs starting there.
-        let mid = if n >= 1 << 20 { n / 2 } else { n };
+        let mid = if two_threads && n >= 1 << 20 {
+            n / 2
+        } else {
+            n
+        };
         let bounds = [0, mid, n];
         let weights = &self.weights;
         let count_shard = |i: usize| {

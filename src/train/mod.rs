@@ -111,7 +111,7 @@ pub const MAX_TRAIN_LEN: usize = (1 << 31) - 1024;
 /// # Panics
 /// If `text` is longer than [`MAX_TRAIN_LEN`].
 pub fn train_bytes(text: &[u8], vocab_size: usize, on_merge: &mut dyn FnMut(&Merge)) -> Vec<Merge> {
-    train_bytes_with(EngineChoice::Auto, text, vocab_size, on_merge)
+    train_bytes_with(EngineChoice::Auto, 2, text, vocab_size, on_merge)
 }
 
 /// Which merge engine trains: by input length (`Auto`), or forced, so that tests hold
@@ -175,10 +175,12 @@ fn skipping(skip: usize, on_merge: &mut dyn FnMut(&Merge)) -> impl FnMut(&Merge)
     }
 }
 
-/// [`train_bytes`] on the engine `choice` names.
+/// [`train_bytes`] on the engine `choice` names, with `threads` threads at most (the
+/// large engine counts and fills its slots on two from 2^20 positions; 1: on one).
 #[doc(hidden)]
 pub fn train_bytes_with(
     choice: EngineChoice,
+    threads: usize,
     text: &[u8],
     vocab_size: usize,
     on_merge: &mut dyn FnMut(&Merge),
@@ -194,7 +196,7 @@ pub fn train_bytes_with(
         Err(skip) => skip,
     };
     let tok_at = |p: u32| u32::from(text[p as usize]);
-    let engine = Engine::new(text.len() as u32, tok_at, Unit);
+    let engine = Engine::new(text.len() as u32, tok_at, Unit, threads);
     engine.run(num_merges, &mut skipping(skip, on_merge))
 }
 
@@ -212,13 +214,15 @@ pub fn train_chunks<'a>(
     vocab_size: usize,
     on_merge: &mut dyn FnMut(&Merge),
 ) -> Vec<Merge> {
-    train_chunks_with(EngineChoice::Auto, chunks, vocab_size, on_merge)
+    train_chunks_with(EngineChoice::Auto, 2, chunks, vocab_size, on_merge)
 }
 
-/// [`train_chunks`] on the engine `choice` names.
+/// [`train_chunks`] on the engine `choice` names, with `threads` threads at most (as
+/// [`train_bytes_with`]).
 #[doc(hidden)]
 pub fn train_chunks_with<'a>(
     choice: EngineChoice,
+    threads: usize,
     chunks: impl IntoIterator<Item = (&'a [u8], u64)>,
     vocab_size: usize,
     on_merge: &mut dyn FnMut(&Merge),
@@ -261,7 +265,7 @@ pub fn train_chunks_with<'a>(
     let (tokens, weights): (Vec<u32>, _) = (toks.collect(), weights());
     drop(kept);
     let tok_at = |p: u32| tokens[p as usize];
-    let engine = Engine::new(len as u32, tok_at, weights);
+    let engine = Engine::new(len as u32, tok_at, weights, threads);
     drop(tokens);
     engine.run(num_merges, &mut skipping(skip, on_merge))
 }
