@@ -106,7 +106,8 @@ pub const MAX_TRAIN_LEN: usize = (1 << 31) - 1024;
 
 /// The seed's algorithm (`--split none`): byte-level BPE over `text` as ONE sequence, bytes
 /// are ids 0..255. Learns up to `vocab_size - 256` merges; stops early only when no pair is
-/// left. `on_merge` is called after each merge.
+/// left. `on_merge` is called after each merge. Uses a second thread for the set-up of
+/// inputs from 2^20 bytes ([`train_bytes_with`] with 1 thread does not).
 ///
 /// # Panics
 /// If `text` is longer than [`MAX_TRAIN_LEN`].
@@ -205,6 +206,7 @@ pub fn train_bytes_with(
 /// the pair that occurs first in the text (= first in this chunk order, then position in
 /// chunk). Gives exactly minbpe RegexTokenizer's merges. Chunks need not be distinct
 /// (a repeated chunk behaves as its occurrences would); chunks of weight 0 are ignored.
+/// Threads as [`train_bytes`].
 ///
 /// # Panics
 /// If the chunks of weight > 0 and length >= 2, plus one byte each, exceed
