@@ -87,6 +87,13 @@
 //!   from the set-up on, only a few boundary occurrences per pass on one thread. (A
 //!   kernel wake-up between the threads costs 15 us to the waker and 35 us in all on the
 //!   project's VM, so the second thread must spin; a spinning hand-over takes 0.2 us.)
+//!   That design too (branch `experiment/duo`: each thread counts and fills its half of
+//!   the text, keeps its part of every list in its own region, merges, places and links
+//!   its own; per pass only compact lists cross) gave the same model but lost: whole
+//!   process 7.6-8.5 ms against 4.8-5.0 on one thread; set-up 0.8-1.9 ms, merges 3.7-5.6
+//!   ms, of which 1.2-3.7 ms waiting at 478 hand-overs (spinning 4096 times before
+//!   yielding, some runs waited 20-48 ms: the kernel had both threads on one core), the
+//!   second thread's share 1.8-2.6 ms instead of the ~1.3 its entries cost here.
 
 use super::engine::{delete_run, next_live, prev_live, Weights, DEL, NONE, SEP};
 use super::queue::{PairHeap, PairQueue};
