@@ -93,7 +93,11 @@
 //!   process 7.6-8.5 ms against 4.8-5.0 on one thread; set-up 0.8-1.9 ms, merges 3.7-5.6
 //!   ms, of which 1.2-3.7 ms waiting at 478 hand-overs (spinning 4096 times before
 //!   yielding, some runs waited 20-48 ms: the kernel had both threads on one core), the
-//!   second thread's share 1.8-2.6 ms instead of the ~1.3 its entries cost here.
+//!   second thread's share 1.8-2.6 ms instead of the ~1.3 its entries cost here. In
+//!   process (64 spins before yielding): each thread's merging 1.2-1.4 ms per call (no
+//!   cheaper per entry than one thread's), joining the halves 0.4 ms, waiting 0.9-1.3 ms
+//!   (a yielding waiter answers in 2-3 us, and every pass waits twice): 4.2-4.7 ms per
+//!   call against 3.3. At this size the hand-overs cost what the second core saves.
 
 use super::engine::{delete_run, next_live, prev_live, Weights, DEL, NONE, SEP};
 use super::queue::{PairHeap, PairQueue};
