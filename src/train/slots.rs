@@ -7,6 +7,16 @@ use crate::hugemem::HugeBytes;
 /// than the page-table walks they save.
 const MAP_MIN_BYTES: usize = 8 << 20;
 
+/// Byte offsets within a slot: the token, then the record.
+const TOK: usize = 0;
+const REC: usize = 4;
+
+/// Writes `v` at byte `at` of `bytes`.
+#[inline(always)]
+fn put(bytes: &mut [u8], at: usize, v: u32) {
+    bytes[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+}
+
 /// `len` slots of (token: u32, record: u32), zero-initialised.
 ///
 /// Random access into this array is the trainer's bottleneck, so it lives in huge pages
@@ -38,18 +48,14 @@ impl Slots {
         u32::from_ne_bytes(b[i..i + 4].try_into().unwrap_or([0; 4]))
     }
 
-    #[inline(always)]
-    fn write(&mut self, i: usize, v: u32) {
-        self.bytes_mut()[i..i + 4].copy_from_slice(&v.to_ne_bytes());
-    }
-
     /// The token at position `p`.
     #[inline(always)]
     pub(super) fn tok(&self, p: u32) -> u32 {
-        self.read(p as usize * 8)
+        self.read(p as usize * 8 + TOK)
     }
 
-    /// The token at `p` and the record of the pair that started at `p` when last set.
+    /// The token at `p` and the record of the pair that started at `p` when last set
+    /// (one 8-byte load of the [`TOK`], [`REC`] layout).
     #[inline(always)]
     pub(super) fn get(&self, p: u32) -> (u32, u32) {
         let i = p as usize * 8;
@@ -64,12 +70,12 @@ impl Slots {
 
     #[inline(always)]
     pub(super) fn set_tok(&mut self, p: u32, t: u32) {
-        self.write(p as usize * 8, t);
+        put(self.bytes_mut(), p as usize * 8 + TOK, t);
     }
 
     #[inline(always)]
     pub(super) fn set_rec(&mut self, p: u32, r: u32) {
-        self.write(p as usize * 8 + 4, r);
+        put(self.bytes_mut(), p as usize * 8 + REC, r);
     }
 
     /// The slots before `mid` and those from `mid` on.
@@ -100,8 +106,7 @@ impl SlotRange<'_> {
     #[inline(always)]
     pub(super) fn set(&mut self, p: u32, tok: u32, rec: u32) {
         let i = (p - self.first) as usize * 8;
-        let slot = &mut self.bytes[i..i + 8];
-        slot[..4].copy_from_slice(&tok.to_ne_bytes());
-        slot[4..].copy_from_slice(&rec.to_ne_bytes());
+        put(self.bytes, i + TOK, tok);
+        put(self.bytes, i + REC, rec);
     }
 }

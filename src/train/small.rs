@@ -743,8 +743,7 @@ impl<W: Weights> Small<W> {
                 let head = new.at - new.len;
                 // The first entry may be dead (a transient (c, a)); an earlier position
                 // only makes the key an upper bound, which `pick` corrects.
-                self.heap
-                    .push((new.count, Reverse(arena[head as usize]), new.id));
+                PairQueue::push(&mut self.heap, new.count, arena[head as usize], new.id);
             }
             *new = NO_NEW_PAIR;
         }
