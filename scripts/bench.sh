@@ -11,6 +11,8 @@
 # Environment:
 #   BENCH_PYTHON   a python with the peers installed (default: bench/venv, created on
 #                  first use with the pinned versions below)
+#   BENCH_SYSTEM_PYTHON  a second python for the seed (default /usr/bin/python3, when it
+#                  is another build than BENCH_PYTHON's; empty: none)
 #   BENCH_VOCAB    folder with o200k_base.tiktoken and cl100k_base.tiktoken
 #   BENCH_RUNS     runs per command, the fastest reported (default 1; commands under
 #                  2 s are always run 3 times)
