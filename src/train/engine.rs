@@ -5,6 +5,7 @@ use super::queue::{CountQueue, PairQueue};
 use super::slots::{SlotRange, Slots};
 use super::Merge;
 use crate::parallel::both;
+use std::hint::select_unpredictable;
 
 /// Flag of a deleted slot's token.
 pub(super) const DEL: u32 = 1 << 31;
@@ -42,17 +43,12 @@ pub(super) fn prev_live(p: u32, slot: impl Fn(u32) -> u32) -> u32 {
     }
     let q = p - 1;
     let t = slot(q);
-    if t & DEL != 0 {
-        let v = t & !DEL;
-        // A run of one deleted slot stores the position after it (== p).
-        if v < q {
-            v
-        } else {
-            q - 1
-        }
-    } else {
-        q
-    }
+    // Whether `q` is deleted is data the branch predictor cannot learn (a merge loop
+    // meets both about equally often), so both answers are computed and one selected.
+    let v = t & !DEL;
+    // A run of one deleted slot stores the position after it (== p).
+    let run_start = select_unpredictable(v < q, v, q.wrapping_sub(1));
+    select_unpredictable(t & DEL != 0, run_start, q)
 }
 
 /// Deletes live slot `r`, the right half of a merge at `p`, `s` being the live slot
@@ -63,12 +59,11 @@ pub(super) fn delete_run(p: u32, r: u32, s: u32, mut set: impl FnMut(u32, u32)) 
     // `r` may end up inside the run, where nothing else would overwrite its token, and
     // a stale token there would make a dead list entry look live.
     set(r, DEL);
-    let g0 = p + 1;
-    let g1 = s - 1;
-    set(g0, DEL | s);
-    if g1 != g0 {
-        set(g1, DEL | p);
-    }
+    // Both ends are written, the right one first: in a run of one slot the left end's
+    // `s` stays (see `prev_live`). Whether the run is one slot long is data, and a
+    // branch on it was mispredicted about as often as taken.
+    set(s - 1, DEL | p);
+    set(p + 1, DEL | s);
 }
 
 /// The weight of the occurrence of a pair starting at a position.
