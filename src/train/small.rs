@@ -98,6 +98,18 @@
 //!   cheaper per entry than one thread's), joining the halves 0.4 ms, waiting 0.9-1.3 ms
 //!   (a yielding waiter answers in 2-3 us, and every pass waits twice): 4.2-4.7 ms per
 //!   call against 3.3. At this size the hand-overs cost what the second core saves.
+//! - Mispredicted branches (2026-12-01; whole process, 8 alternated rounds of 101 runs,
+//!   and in process): a fresh process runs 0.2-0.3 ms slower than a warm in-process call
+//!   (cold caches, and the branch predictor has not learnt the text), so branches on
+//!   data weigh more there. `prev_live` selecting its answer without a branch (whether
+//!   the slot before is deleted is a coin toss): 4.49 -> 4.37 ms per run, in process
+//!   2.92-2.93 -> 2.75-2.79 ms; `delete_run` writing both ends of a run unconditionally:
+//!   4.32 -> 4.27 ms. Not kept: `dec_old` selecting what it subtracts (0 for an unset or
+//!   stale link) instead of branching, 4.46 -> 4.61 ms (those branches are predictable,
+//!   and the store is not free); `#[inline(never)]` on the set-up, the merge pass,
+//!   `finish_pass` and `pick` (their own register allocation): in process 2.80-2.83 ->
+//!   2.64-2.66 ms, but whole process 4.27 -> 4.26 ms, within the noise. The heap's pops
+//!   (1086 per run, 830 of them stale entries re-pushed) are too few to matter.
 
 use super::engine::{delete_run, next_live, prev_live, Weights, DEL, NONE, SEP};
 use super::queue::{PairHeap, PairQueue};
