@@ -28,11 +28,7 @@ pub(super) fn next_live(p: u32, n: u32, slot: impl Fn(u32) -> u32) -> u32 {
         return n;
     }
     let t = slot(q);
-    if t & DEL != 0 {
-        t & !DEL
-    } else {
-        q
-    }
+    select_unpredictable(t & DEL != 0, t & !DEL, q)
 }
 
 /// The live position before live position `p`, or `NONE` (see [`next_live`]).

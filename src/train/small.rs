@@ -117,6 +117,7 @@ use super::Merge;
 use crate::hugemem::HugeBytes;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::hint::select_unpredictable;
 
 /// Inputs with fewer positions than this train here; longer ones in `engine`. Measured
 /// (CPU s, this engine vs `engine`, prefixes of the 27 MB mixed text): 0.9 MB to vocab
@@ -128,6 +129,9 @@ pub(super) const SMALL_MAX: usize = 1 << 20;
 const PREFETCH: usize = 16;
 /// Per-pass cache slot not filled yet.
 const UNSET: u32 = u32::MAX - 1;
+/// The arena's first word is never read: filling the new lists writes the occurrences of
+/// dropped pairs there, so that its loop needs no branch. Lists start after it.
+const SCRATCH: u32 = 0;
 
 /// Below this many bytes of working memory a run's memory comes from the heap, whose
 /// 4 KB pages are each a fault; from here it is worth zeroing whole 2 MB pages instead.
@@ -139,7 +143,8 @@ const MAP_MIN_BYTES: usize = 1 << 20;
 /// huge page or two instead of hundreds of small pages (pages never written are never
 /// faulted in). For `n` positions: the slots (per position: token in the low `tb` bits
 /// and the record of the pair starting there when last set in the bits above, or [`DEL`]
-/// and a position), then the list arena (its bound, `3 n`, from the module doc).
+/// and a position), then the list arena (a scratch word, then the lists: their bound,
+/// `3 n`, from the module doc).
 ///
 /// The initial count's table of byte pairs lives in the arena, after the `n` entries the
 /// initial lists can fill at most: the arena is written before it is read beyond its
@@ -165,7 +170,7 @@ const OCC: usize = 1 << 16;
 
 impl<'a> Parts<'a> {
     fn words(n: usize) -> usize {
-        (4 * n).max(2 * n + 2 * OCC)
+        (4 * n + 1).max(2 * n + 1 + 2 * OCC)
     }
 
     #[inline(always)]
@@ -173,13 +178,13 @@ impl<'a> Parts<'a> {
         let (slots, rest) = mem.words_mut().split_at_mut(n);
         Parts {
             slots,
-            arena: &mut rest[..3 * n],
+            arena: &mut rest[..3 * n + 1],
         }
     }
 
     fn setup(mem: &'a mut HugeBytes, n: usize) -> SetupParts<'a> {
         let (slots, rest) = mem.words_mut().split_at_mut(n);
-        let (lists, rest) = rest.split_at_mut(n);
+        let (lists, rest) = rest.split_at_mut(n + 1);
         SetupParts {
             slots,
             lists,
@@ -346,9 +351,11 @@ struct NewPair {
     id: u32,
     len: u32,
     count: u64,
-    /// While the lists are filled: the next free entry of this pair's list, or `NONE`
-    /// when the pair is dropped (count < 2).
+    /// While the lists are filled: the next free entry of this pair's list, or the
+    /// arena's scratch word when the pair is dropped (count < 2).
     at: u32,
+    /// How far `at` moves per occurrence: 1, or 0 for a dropped pair.
+    step: u32,
 }
 
 const NO_NEW_PAIR: NewPair = NewPair {
@@ -356,6 +363,7 @@ const NO_NEW_PAIR: NewPair = NewPair {
     len: 0,
     count: 0,
     at: NONE,
+    step: 0,
 };
 
 /// The current pass's new pairs and their occurrences.
@@ -459,7 +467,7 @@ impl<W: Weights> Small<W> {
                 free: Vec::new(),
             },
             max_recs: max_recs.min(no_link),
-            alen: 0,
+            alen: SCRATCH as usize + 1,
             heap: BinaryHeap::new(),
             next_id: 256,
             cursor: 0,
@@ -519,9 +527,9 @@ impl<W: Weights> Small<W> {
             }
             x = y;
         }
-        let arena = &mut arena[..pairs];
+        let arena = &mut arena[..pairs + 1];
         let recs = &mut self.recs;
-        let mut total = 0u32;
+        let mut total = SCRATCH + 1;
         let mut it = toks;
         let Some(mut x) = it.next() else {
             return true;
@@ -720,38 +728,39 @@ impl<W: Weights> Small<W> {
     /// The merged pair's list `arena[hole..hole_end]` is free space for the new lists.
     fn finish_pass(&mut self, mut hole: u32, hole_end: u32) {
         let mut total = self.alen as u32;
+        let scratch = SCRATCH;
         let recs = &mut self.recs;
         let pass = &mut self.pass;
+        // Which pairs reach a count of 2, and which lists fit the hole, is data: the
+        // branches that are left are taken once per new pair, the filling loop has none.
         for &entry in &pass.touched {
             let new = &mut pass.new[entry as usize];
             if new.count >= 2 {
+                let fits = new.len <= hole_end - hole;
+                let head = select_unpredictable(fits, hole, total);
+                hole += new.len * u32::from(fits);
+                total += new.len * u32::from(!fits);
                 let r = &mut recs.recs[new.id as usize];
                 r.count = new.count;
-                if new.len <= hole_end - hole {
-                    r.head = hole;
-                    hole += new.len;
-                } else {
-                    r.head = total;
-                    total += new.len;
-                }
-                r.end = r.head + new.len;
-                new.at = r.head;
+                r.head = head;
+                r.end = head + new.len;
+                new.at = head;
+                new.step = 1;
             } else {
                 recs.release(new.id);
+                new.at = scratch;
             }
         }
         self.alen = total as usize;
         let arena = Parts::of(&mut self.mem, self.lay.n as usize).arena;
         for &(entry, pos) in &pass.buf {
             let new = &mut pass.new[entry as usize];
-            if new.at != NONE {
-                arena[new.at as usize] = pos;
-                new.at += 1;
-            }
+            arena[new.at as usize] = pos;
+            new.at += new.step;
         }
         for &entry in &pass.touched {
             let new = &mut pass.new[entry as usize];
-            if new.at != NONE {
+            if new.step != 0 {
                 let head = new.at - new.len;
                 // The first entry may be dead (a transient (c, a)); an earlier position
                 // only makes the key an upper bound, which `pick` corrects.
