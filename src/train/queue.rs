@@ -32,18 +32,45 @@ pub(super) trait PairQueue {
     }
 }
 
-/// One binary heap: the small engine's queue (a few thousand entries).
-pub(super) type PairHeap = BinaryHeap<(u64, Reverse<u32>, u32)>;
+/// One binary heap: the small engine's queue (a few thousand entries). An entry is one
+/// 128-bit key, count, then the position's complement, then the record, so that a
+/// comparison is two word compares and no branch: counts are often equal, and comparing
+/// tuples field by field branched on that.
+#[derive(Default)]
+pub(super) struct PairHeap(BinaryHeap<u128>);
+
+impl PairHeap {
+    pub(super) const fn new() -> PairHeap {
+        PairHeap(BinaryHeap::new())
+    }
+
+    /// A heap of the given entries (count, first position, record).
+    pub(super) fn from_entries(entries: impl Iterator<Item = (u64, u32, u32)>) -> PairHeap {
+        PairHeap(BinaryHeap::from(
+            entries
+                .map(|(count, pos, id)| key(count, pos, id))
+                .collect::<Vec<_>>(),
+        ))
+    }
+}
+
+/// The heap key of an entry: larger counts first, then smaller positions.
+#[inline(always)]
+fn key(count: u64, pos: u32, id: u32) -> u128 {
+    (u128::from(count) << 64) | (u128::from(!pos) << 32) | u128::from(id)
+}
 
 impl PairQueue for PairHeap {
     #[inline]
     fn push(&mut self, count: u64, pos: u32, id: u32) {
-        BinaryHeap::push(self, (count, Reverse(pos), id));
+        self.0.push(key(count, pos, id));
     }
 
     #[inline]
     fn pop(&mut self) -> Option<(u64, u32, u32)> {
-        BinaryHeap::pop(self).map(|(count, Reverse(pos), id)| (count, pos, id))
+        self.0
+            .pop()
+            .map(|k| ((k >> 64) as u64, !((k >> 32) as u32), k as u32))
     }
 }
 
@@ -66,14 +93,14 @@ pub(super) struct CountQueue {
 impl CountQueue {
     /// A queue with no buckets, to stand in while the real one is moved out.
     pub(super) const EMPTY: CountQueue = CountQueue {
-        large: BinaryHeap::new(),
+        large: PairHeap::new(),
         buckets: Vec::new(),
         top: 0,
     };
 
     pub(super) fn new() -> CountQueue {
         CountQueue {
-            large: BinaryHeap::new(),
+            large: PairHeap::new(),
             buckets: (0..BUCKETS).map(|_| BinaryHeap::new()).collect(),
             top: 0,
         }

@@ -115,8 +115,6 @@ use super::engine::{delete_run, next_live, prev_live, Weights, DEL, NONE, SEP};
 use super::queue::{PairHeap, PairQueue};
 use super::Merge;
 use crate::hugemem::HugeBytes;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::hint::select_unpredictable;
 
 /// Inputs with fewer positions than this train here; longer ones in `engine`. Measured
@@ -468,7 +466,7 @@ impl<W: Weights> Small<W> {
             },
             max_recs: max_recs.min(no_link),
             alen: SCRATCH as usize + 1,
-            heap: BinaryHeap::new(),
+            heap: PairHeap::new(),
             next_id: 256,
             cursor: 0,
             pass: Pass {
@@ -570,15 +568,13 @@ impl<W: Weights> Small<W> {
         slots[n - 1] = slot(x, NONE);
         self.alen = total as usize;
         let arena = Parts::of(&mut self.mem, n).arena;
-        let mut entries = Vec::with_capacity(n);
-        entries.extend(
+        self.heap = PairHeap::from_entries(
             self.recs
                 .recs
                 .iter()
                 .enumerate()
-                .map(|(id, r)| (r.count, Reverse(arena[r.head as usize]), id as u32)),
+                .map(|(id, r)| (r.count, arena[r.head as usize], id as u32)),
         );
-        self.heap = BinaryHeap::from(entries);
         true
     }
 
