@@ -108,8 +108,16 @@
 //!   stale link) instead of branching, 4.46 -> 4.61 ms (those branches are predictable,
 //!   and the store is not free); `#[inline(never)]` on the set-up, the merge pass,
 //!   `finish_pass` and `pick` (their own register allocation): in process 2.80-2.83 ->
-//!   2.64-2.66 ms, but whole process 4.27 -> 4.26 ms, within the noise. The heap's pops
-//!   (1086 per run, 830 of them stale entries re-pushed) are too few to matter.
+//!   2.64-2.66 ms, but whole process 4.27 -> 4.26 ms, within the noise. Filling the new
+//!   lists without a branch (kept, being no more code): in process 2.81 -> 2.69 ms,
+//!   whole process unchanged. The heap (`queue::PairHeap`) comparing one 128-bit key
+//!   instead of a tuple, field by field, that branched on equal counts: whole process
+//!   4.30 -> 4.17 ms (10 rounds), in process 2.68 -> 2.76 (wider compares). Not kept:
+//!   new pairs waiting in buckets by the logarithm of their count until the heap's top
+//!   falls into their range (most never enter the heap; 1086 pops, ~10 k pushes saved):
+//!   4.17 vs 4.14 ms, within the noise; records of 16 bytes with the list bounds in a
+//!   second array: 4.35 -> 4.49 ms; a real prefetch instead of the touch ahead (needs
+//!   `unsafe`, measured only to know): 4.29 -> 4.25 ms.
 
 use super::engine::{delete_run, next_live, prev_live, Weights, DEL, NONE, SEP};
 use super::queue::{PairHeap, PairQueue};
