@@ -109,8 +109,8 @@
 //!   and the store is not free); `#[inline(never)]` on the set-up, the merge pass,
 //!   `finish_pass` and `pick` (their own register allocation): in process 2.80-2.83 ->
 //!   2.64-2.66 ms, but whole process 4.27 -> 4.26 ms, within the noise. Filling the new
-//!   lists without a branch (kept, being no more code): in process 2.81 -> 2.69 ms,
-//!   whole process unchanged. The heap (`queue::PairHeap`) comparing one 128-bit key
+//!   lists without a branch (kept: faster in process, no slower in a fresh one): in
+//!   process 2.81 -> 2.69 ms, whole process unchanged. The heap (`queue::PairHeap`) comparing one 128-bit key
 //!   instead of a tuple, field by field, that branched on equal counts: whole process
 //!   4.30 -> 4.17 ms (10 rounds), in process 2.68 -> 2.76 (wider compares). Not kept:
 //!   new pairs waiting in buckets by the logarithm of their count until the heap's top
