@@ -44,13 +44,15 @@ impl PairHeap {
         PairHeap(BinaryHeap::new())
     }
 
-    /// A heap of the given entries (count, first position, record).
-    pub(super) fn from_entries(entries: impl Iterator<Item = (u64, u32, u32)>) -> PairHeap {
-        PairHeap(BinaryHeap::from(
-            entries
-                .map(|(count, pos, id)| key(count, pos, id))
-                .collect::<Vec<_>>(),
-        ))
+    /// A heap of the given entries (count, first position, record), with room for
+    /// `capacity` entries in all.
+    pub(super) fn from_entries(
+        entries: impl Iterator<Item = (u64, u32, u32)>,
+        capacity: usize,
+    ) -> PairHeap {
+        let mut keys = Vec::with_capacity(capacity);
+        keys.extend(entries.map(|(count, pos, id)| key(count, pos, id)));
+        PairHeap(BinaryHeap::from(keys))
     }
 }
 

@@ -110,9 +110,11 @@
 //!   `finish_pass` and `pick` (their own register allocation): in process 2.80-2.83 ->
 //!   2.64-2.66 ms, but whole process 4.27 -> 4.26 ms, within the noise. Filling the new
 //!   lists without a branch (kept: faster in process, no slower in a fresh one): in
-//!   process 2.81 -> 2.69 ms, whole process unchanged. The heap (`queue::PairHeap`) comparing one 128-bit key
-//!   instead of a tuple, field by field, that branched on equal counts: whole process
-//!   4.30 -> 4.17 ms (10 rounds), in process 2.68 -> 2.76 (wider compares). Not kept:
+//!   process 2.81 -> 2.69 ms, whole process unchanged. The heap (`queue::PairHeap`)
+//!   comparing one 128-bit key instead of a tuple, field by field, that branched on
+//!   equal counts: whole process 4.30 -> 4.17 ms (10 rounds), in process 2.68 -> 2.76
+//!   (wider compares); its room reserved up front again, as before: 198 -> 175 page
+//!   faults, 4.24 -> 4.19 ms. Not kept:
 //!   new pairs waiting in buckets by the logarithm of their count until the heap's top
 //!   falls into their range (most never enter the heap; 1086 pops, ~10 k pushes saved):
 //!   4.17 vs 4.14 ms, within the noise; records of 16 bytes with the list bounds in a
@@ -584,6 +586,7 @@ impl<W: Weights> Small<W> {
                 .iter()
                 .enumerate()
                 .map(|(id, r)| (r.count, arena[r.head as usize], id as u32)),
+            n,
         );
         true
     }
@@ -734,7 +737,6 @@ impl<W: Weights> Small<W> {
     /// The merged pair's list `arena[hole..hole_end]` is free space for the new lists.
     fn finish_pass(&mut self, mut hole: u32, hole_end: u32) {
         let mut total = self.alen as u32;
-        let scratch = SCRATCH;
         let recs = &mut self.recs;
         let pass = &mut self.pass;
         // Which pairs reach a count of 2, and which lists fit the hole, is data: the
@@ -754,7 +756,7 @@ impl<W: Weights> Small<W> {
                 new.step = 1;
             } else {
                 recs.release(new.id);
-                new.at = scratch;
+                new.at = SCRATCH;
             }
         }
         self.alen = total as usize;
