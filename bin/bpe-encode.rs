@@ -1,7 +1,6 @@
 //! bpe-encode: turns text into token ids (NDJSON records) with a BPE or word model.
 #![deny(unsafe_code)]
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -94,7 +93,7 @@ fn main() -> ExitCode {
         std::mem::forget(config);
         let stats = out.finish_with(result)?;
         if args.stats {
-            let _ = writeln!(std::io::stderr(), "bpe-encode: {}", stats.summary());
+            cli::stderr_line(format_args!("bpe-encode: {}", stats.summary()));
         }
         Ok(())
     })

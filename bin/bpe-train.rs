@@ -1,7 +1,6 @@
 //! bpe-train: learns a BPE (or word) model from text and prints it as NDJSON.
 #![deny(unsafe_code)]
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -84,7 +83,6 @@ fn main() -> ExitCode {
         };
         let mut out = Output::create(args.common.output.as_deref())?;
         let mut bar = None;
-        let mut stderr = std::io::stderr();
         let result = commands::train(&config, &sources, &mut out, &mut |event| match event {
             TrainEvent::Merged {
                 merge,
@@ -94,7 +92,7 @@ fn main() -> ExitCode {
             } => {
                 if args.verbose {
                     let line = commands::merge_log_line(merge, index, total, token);
-                    let _ = writeln!(stderr, "{line}");
+                    cli::stderr_line(format_args!("{line}"));
                 }
                 let bar = bar.get_or_insert_with(|| {
                     cli::progress_bar(args.common.quiet || args.verbose, total as u64, "merges")
@@ -104,10 +102,9 @@ fn main() -> ExitCode {
                 }
             }
             TrainEvent::Exhausted { learned, wanted } => {
-                let _ = writeln!(
-                    stderr,
+                cli::stderr_line(format_args!(
                     "bpe-train: stopped after {learned} of {wanted} merges: no pair left to merge"
-                );
+                ));
             }
         });
         if let Some(Some(bar)) = bar {

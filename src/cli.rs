@@ -1,7 +1,8 @@
 //! What every tool shares at its edge: the common flags, the one buffered (or atomic
-//! `-o`) output, the progress bar, and the top-level error handler that maps errors
-//! to `TOOL: error: WHERE: WHAT` and exit statuses 0/1/2.
+//! `-o`) output, the progress bar, lines on standard error, and the top-level error
+//! handler that maps errors to `TOOL: error: WHERE: WHAT` and exit statuses 0/1/2.
 
+use std::fmt;
 use std::fs;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -29,6 +30,15 @@ pub struct CommonArgs {
     pub no_mmap: bool,
 }
 
+/// Writes one line to standard error in one write. Standard error is unbuffered, so a
+/// formatted `writeln!` is a write per piece, and the lines of tools running side by side
+/// in a pipeline could interleave mid-line.
+pub fn stderr_line(line: fmt::Arguments<'_>) {
+    let mut text = line.to_string();
+    text.push('\n');
+    let _ = io::stderr().write_all(text.as_bytes());
+}
+
 /// Runs a tool's body and turns its result into an exit status: 0 on success or on a
 /// closed output pipe, otherwise `TOOL: error: ...` on standard error and 1 or 2.
 pub fn run_main(tool: &str, body: impl FnOnce() -> Result<()>) -> ExitCode {
@@ -36,7 +46,7 @@ pub fn run_main(tool: &str, body: impl FnOnce() -> Result<()>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) if err.is_broken_pipe() => ExitCode::SUCCESS,
         Err(err) => {
-            let _ = writeln!(io::stderr().lock(), "{tool}: error: {err}");
+            stderr_line(format_args!("{tool}: error: {err}"));
             ExitCode::from(err.exit_code() as u8)
         }
     }
