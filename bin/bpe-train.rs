@@ -28,8 +28,8 @@ struct Args {
     #[arg(long, value_name = "NAME|REGEX", default_value = "none")]
     split: String,
 
-    /// Register a special token (repeatable); its id follows the last merge, and its
-    /// occurrences in the training text are cut out, not learned from
+    /// Register a special token (repeatable; non-empty, each once); its id follows the
+    /// last merge, and its occurrences in the training text are cut out, not learned from
     #[arg(long, value_name = "TOKEN")]
     special: Vec<String>,
 

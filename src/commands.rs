@@ -116,6 +116,23 @@ pub fn python_bytes_repr(bytes: &[u8]) -> String {
     s
 }
 
+/// Special tokens must be non-empty (an empty one occurs everywhere: cutting the text at
+/// it never advanced) and distinct (a model may not name a token twice, so a model
+/// written with a repeated one could not be read back).
+fn check_specials(specials: &[String]) -> Result<()> {
+    for (k, special) in specials.iter().enumerate() {
+        if special.is_empty() {
+            return Err(Error::usage("--special needs a non-empty token"));
+        }
+        if specials[..k].contains(special) {
+            return Err(Error::usage(format!(
+                "--special {special:?} is given twice"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Cuts `text` at every occurrence of a special token (leftmost, longest first): the
 /// pieces between them, in order. Specials are boundaries, never training text.
 fn cut_specials<'t>(text: &'t [u8], specials: &[String]) -> Vec<&'t [u8]> {
@@ -161,6 +178,7 @@ pub fn train(
         let model = counter.finish(config.vocab_size)?;
         return crate::word::write_model(out, &model).map_err(write_err);
     }
+    check_specials(&config.specials)?;
     let vocab_size = config.vocab_size.unwrap_or(DEFAULT_VOCAB_SIZE);
     if vocab_size < 256 {
         return Err(Error::usage(format!(

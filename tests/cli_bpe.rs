@@ -351,6 +351,47 @@ fn usage_errors_exit_2() {
 }
 
 #[test]
+fn special_tokens_must_be_non_empty_and_distinct() {
+    let dir = scratch("specials");
+    for (args, message) in [
+        (
+            vec!["--special", ""],
+            "bpe-train: error: --special needs a non-empty token\n",
+        ),
+        (
+            vec!["--special", "<|a|>", "--special", "b", "--special", "<|a|>"],
+            "bpe-train: error: --special \"<|a|>\" is given twice\n",
+        ),
+    ] {
+        // An empty token once made the text cutter spin forever: a hang must fail.
+        tool("bpe-train", &dir)
+            .args(&args)
+            .write_stdin("some text <|a|> b")
+            .timeout(std::time::Duration::from_secs(20))
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(message);
+    }
+    // Distinct tokens, one the prefix of another, still train.
+    tool("bpe-train", &dir)
+        .args([
+            "--vocab-size",
+            "257",
+            "--special",
+            "<|a",
+            "--special",
+            "<|a|>",
+        ])
+        .write_stdin("xy<|a|>xy<|axy")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            r#""special_tokens":[{"text":"<|a","id":257},{"text":"<|a|>","id":258}]"#,
+        ));
+}
+
+#[test]
 fn io_errors_exit_1_with_the_file_name() {
     let dir = scratch("ioerr");
     tool("bpe-train", &dir)
