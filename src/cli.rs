@@ -58,6 +58,8 @@ pub fn run_main(tool: &str, body: impl FnOnce() -> Result<()>) -> ExitCode {
 pub struct Output {
     writer: io::BufWriter<Box<dyn Write>>,
     target: Option<(PathBuf, PathBuf)>,
+    /// `<stdout>`, or the name given to `-o`: where write failures happen.
+    name: String,
 }
 
 impl Output {
@@ -73,6 +75,7 @@ impl Output {
             return Ok(Output {
                 writer: io::BufWriter::with_capacity(capacity, Box::new(io::stdout().lock())),
                 target: None,
+                name: "<stdout>".to_string(),
             });
         };
         let display = path.display().to_string();
@@ -86,6 +89,7 @@ impl Output {
                 return Ok(Output {
                     writer: io::BufWriter::with_capacity(capacity, Box::new(file)),
                     target: None,
+                    name: display,
                 });
             }
         }
@@ -109,19 +113,19 @@ impl Output {
         Ok(Output {
             writer: io::BufWriter::with_capacity(capacity, Box::new(file)),
             target: Some((temp, final_path)),
+            name: display,
         })
     }
 
     /// Flushes everything and, for `-o`, moves the finished file into place.
     pub fn finish(mut self) -> Result<()> {
-        let name = self.display_name();
         self.writer
             .flush()
-            .map_err(|e| Error::io("write failed", e).in_file(&name))?;
+            .map_err(|e| Error::write(e).in_file(&self.name))?;
         if let Some((temp, path)) = self.target.take() {
             if let Err(e) = fs::rename(&temp, &path) {
                 let _ = fs::remove_file(&temp);
-                return Err(Error::io("cannot rename output into place", e).in_file(&name));
+                return Err(Error::io("cannot rename output into place", e).in_file(&self.name));
             }
         }
         Ok(())
@@ -129,21 +133,14 @@ impl Output {
 
     /// Ends a run: on success, `finish`; on failure, flushes what was written before the
     /// bad record (standard output keeps it; a `-o` temporary file is removed) and passes
-    /// the error on.
+    /// the error on, a write failure named after this output.
     pub fn finish_with<T>(mut self, result: Result<T>) -> Result<T> {
         match result {
             Ok(value) => self.finish().map(|()| value),
             Err(err) => {
                 let _ = self.writer.flush();
-                Err(err)
+                Err(err.at_output(&self.name))
             }
-        }
-    }
-
-    fn display_name(&self) -> String {
-        match &self.target {
-            Some((_, path)) => path.display().to_string(),
-            None => "<stdout>".to_string(),
         }
     }
 }

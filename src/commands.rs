@@ -18,7 +18,7 @@ use crate::pretokenize::{self, ChunkCounter, ChunkCounts, Splitter};
 use crate::train::{self, EngineChoice, Merge};
 
 fn write_err(e: std::io::Error) -> Error {
-    Error::io("write failed", e).in_file("<stdout>")
+    Error::write(e)
 }
 
 /// Parses `--split NAME|REGEX`: `none`, a preset name, or a custom regex (checked here,

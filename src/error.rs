@@ -22,6 +22,8 @@ pub struct Error {
     location: Option<String>,
     message: String,
     io: Option<io::Error>,
+    /// A failure writing the tool's output, whose name only the opener knows.
+    output: bool,
 }
 
 /// The suite's result type.
@@ -35,6 +37,7 @@ impl Error {
             location: None,
             message: message.into(),
             io: None,
+            output: false,
         }
     }
 
@@ -45,6 +48,7 @@ impl Error {
             location: None,
             message: message.into(),
             io: None,
+            output: false,
         }
     }
 
@@ -55,6 +59,25 @@ impl Error {
             location: None,
             message: context.into(),
             io: Some(err),
+            output: false,
+        }
+    }
+
+    /// A failure writing the output. The library writes to any `Write` and does not know
+    /// its name; the binary that opened it names it with [`Error::at_output`].
+    pub fn write(err: io::Error) -> Error {
+        Error {
+            output: true,
+            ..Error::io("write failed", err)
+        }
+    }
+
+    /// Names the output as the location of a [`Error::write`] failure.
+    pub fn at_output(self, name: &str) -> Error {
+        if self.output {
+            self.in_file(name)
+        } else {
+            self
         }
     }
 

@@ -392,6 +392,41 @@ fn special_tokens_must_be_non_empty_and_distinct() {
 }
 
 #[test]
+fn a_full_disk_is_an_error_naming_the_output() {
+    let dir = scratch("full");
+    let model = train(&dir, b"abcabc", &["--vocab-size", "258"]);
+    fs::write(dir.join("m.json"), model).unwrap();
+    fs::write(dir.join("ids.jsonl"), "[97,98]\n").unwrap();
+    fs::write(dir.join("text.txt"), "abc\n").unwrap();
+    for (name, args) in [
+        ("bpe-train", vec!["--vocab-size", "258", "text.txt"]),
+        ("bpe-train", vec!["--model-type", "word", "text.txt"]),
+        ("bpe-encode", vec!["-m", "m.json", "text.txt"]),
+        ("bpe-decode", vec!["-m", "m.json", "ids.jsonl"]),
+        ("attn", vec!["ids.jsonl"]),
+    ] {
+        // Standard output on a full device, then `-o` naming one.
+        for to_file in [false, true] {
+            let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin(name));
+            cmd.current_dir(&dir).args(&args).stdin(Stdio::null());
+            if to_file {
+                cmd.args(["-o", "/dev/full"]);
+            } else {
+                cmd.stdout(fs::File::create("/dev/full").unwrap());
+            }
+            let output = cmd.output().unwrap();
+            let place = if to_file { "/dev/full" } else { "<stdout>" };
+            assert_eq!(output.status.code(), Some(1), "{name} {args:?} {place}");
+            assert_eq!(
+                String::from_utf8_lossy(&output.stderr),
+                format!("{name}: error: {place}: write failed: no space left on device\n"),
+                "{name} {args:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn io_errors_exit_1_with_the_file_name() {
     let dir = scratch("ioerr");
     tool("bpe-train", &dir)

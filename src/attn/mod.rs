@@ -628,8 +628,7 @@ pub fn run(
             None => None,
         };
         let (data, cols) = attn.compute(&x, c.as_ref()).map_err(at)?;
-        attn.write_rows(out, &data, cols)
-            .map_err(|e| Error::io("write failed", e))
+        attn.write_rows(out, &data, cols).map_err(Error::write)
     })?;
     if let Some((cname, mut stream, mut cline, _)) = ctx {
         let mut buf = Vec::new();
