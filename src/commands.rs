@@ -17,10 +17,6 @@ use crate::parallel::Pool;
 use crate::pretokenize::{self, ChunkCounter, ChunkCounts, Splitter};
 use crate::train::{self, EngineChoice, Merge};
 
-fn write_err(e: std::io::Error) -> Error {
-    Error::write(e)
-}
-
 /// Parses `--split NAME|REGEX`: `none`, a preset name, or a custom regex (checked here,
 /// so a bad one is a usage error carrying the engine's message).
 pub fn parse_split(value: &str) -> Result<Option<SplitSpec>> {
@@ -176,7 +172,7 @@ pub fn train(
             Ok(())
         })?;
         let model = counter.finish(config.vocab_size)?;
-        return crate::word::write_model(out, &model).map_err(write_err);
+        return crate::word::write_model(out, &model).map_err(Error::write);
     }
     check_specials(&config.specials)?;
     let vocab_size = config.vocab_size.unwrap_or(DEFAULT_VOCAB_SIZE);
@@ -256,7 +252,8 @@ pub fn train(
         .collect();
     let pairs: Vec<(u32, u32)> = merges.iter().map(|m| m.pair).collect();
     let counts: Vec<u64> = merges.iter().map(|m| m.count).collect();
-    modelfile::write_bpe(out, config.split.as_ref(), &specials, &pairs, &counts).map_err(write_err)
+    modelfile::write_bpe(out, config.split.as_ref(), &specials, &pairs, &counts)
+        .map_err(Error::write)
 }
 
 /// The trainer keeps positions in 31 bits: longer input is refused, not truncated.
@@ -404,7 +401,7 @@ pub fn encode(
     if config.header && !config.count {
         let mut line = modelfile::stream_header(config.model.source());
         line.push('\n');
-        out.write_all(line.as_bytes()).map_err(write_err)?;
+        out.write_all(line.as_bytes()).map_err(Error::write)?;
     }
     let mut buf = Vec::with_capacity(1 << 16);
     if config.whole {
@@ -425,7 +422,7 @@ pub fn encode(
                 ndjson::push_u32(&mut buf, id);
             }
             if buf.len() >= 1 << 16 {
-                out.write_all(&buf).map_err(write_err)?;
+                out.write_all(&buf).map_err(Error::write)?;
                 buf.clear();
             }
             Ok(())
@@ -551,7 +548,7 @@ fn encode_run(
     let work = |item: &[u8]| encode_item(encoder, format, pool.take(), item);
     let mut write = |done: EncodedItem| -> Result<()> {
         stats.add(&done.stats);
-        let written = out.write_all(&done.out).map_err(write_err);
+        let written = out.write_all(&done.out).map_err(Error::write);
         pool.put(done);
         written
     };
@@ -642,7 +639,7 @@ impl<'t> Iterator for Cuts<'t> {
 }
 
 fn emit_flush(out: &mut dyn Write, buf: &mut Vec<u8>) -> Result<()> {
-    out.write_all(buf).map_err(write_err)?;
+    out.write_all(buf).map_err(Error::write)?;
     buf.clear();
     Ok(())
 }
@@ -990,7 +987,7 @@ impl StreamDecoder {
         let (file, text) = (writing.file, writing.text);
         let slow_end = match item.piece {
             None if ok => {
-                out.write_all(buf.as_slice()).map_err(write_err)?;
+                out.write_all(buf.as_slice()).map_err(Error::write)?;
                 writing.free.put(buf);
                 writing.line += lines;
                 return Ok(None);
@@ -1011,7 +1008,7 @@ impl StreamDecoder {
                 // Accepted pieces are written at once: memory stays bounded (holding a
                 // 100 MB record's bytes cost as much in fresh pages as decoding them).
                 if ok && !writing.refused {
-                    out.write_all(buf.as_slice()).map_err(write_err)?;
+                    out.write_all(buf.as_slice()).map_err(Error::write)?;
                     writing.streamed += buf.as_slice().len();
                 } else {
                     writing.refused = true;
@@ -1024,7 +1021,7 @@ impl StreamDecoder {
                 let streamed = std::mem::take(&mut writing.streamed);
                 if !refused {
                     if !self.whole {
-                        out.write_all(b"\n").map_err(write_err)?;
+                        out.write_all(b"\n").map_err(Error::write)?;
                     }
                     writing.line += 1;
                     return Ok(line_ended.then_some(Stop::Restart {
@@ -1061,7 +1058,7 @@ impl StreamDecoder {
             if !whole {
                 bytes.push(b'\n');
             }
-            out.write_all(bytes.as_slice()).map_err(write_err)
+            out.write_all(bytes.as_slice()).map_err(Error::write)
         });
         self.bytes = bytes;
         result
