@@ -381,10 +381,10 @@ impl<W: Weights> Engine<W> {
     /// (the position's record link may be stale: then the pair is untracked).
     #[inline(always)]
     fn dec_old(&mut self, id: u32, a: u32, b: u32, w: u64) {
-        if id == NONE {
+        // `NONE` is never a record id: the bounds check rejects it.
+        let Some(r) = self.recs.get_mut(id as usize) else {
             return;
-        }
-        let r = &mut self.recs[id as usize];
+        };
         if r.a != a || r.b != b {
             return;
         }
