@@ -123,7 +123,10 @@ fn parse_precision(s: &str) -> Result<Precision, String> {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match cli::parse_args::<Args>("attn") {
+        Ok(args) => args,
+        Err(status) => return status,
+    };
     cli::run_main("attn", || {
         for (name, n) in [
             ("--vocab-size", args.vocab_size),

@@ -59,7 +59,10 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match cli::parse_args::<Args>("bpe-encode") {
+        Ok(args) => args,
+        Err(status) => return status,
+    };
     cli::run_main("bpe-encode", || {
         let sources = toksuite::input::sources(&args.common.files)?;
         let split = match &args.split {

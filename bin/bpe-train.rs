@@ -49,7 +49,10 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match cli::parse_args::<Args>("bpe-train") {
+        Ok(args) => args,
+        Err(status) => return status,
+    };
     cli::run_main("bpe-train", || {
         let sources = toksuite::input::sources(&args.common.files)?;
         let model_type = if args.model_type == "word" {

@@ -39,6 +39,39 @@ pub fn stderr_line(line: fmt::Arguments<'_>) {
     let _ = io::stderr().write_all(text.as_bytes());
 }
 
+/// The command line parsed as `A`, or the exit status to end with: 0 after `--help` or
+/// `--version` (printed to standard output), 2 after a usage error. A usage error is
+/// reported in the suite's format, `TOOL: error: WHAT` on its first line, so a script
+/// that looks for `TOOL: error:` finds clap's errors as it finds ours; clap's hints (the
+/// usage line, a tip) follow on the lines below it.
+pub fn parse_args<A: clap::Parser>(tool: &str) -> std::result::Result<A, ExitCode> {
+    A::try_parse().map_err(|err| {
+        use clap::error::ErrorKind;
+        if matches!(
+            err.kind(),
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+        ) {
+            // A closed pipe (`--help | head -n 1`) is not an error either.
+            let _ = err.print();
+            return ExitCode::SUCCESS;
+        }
+        let text = usage_error_text(tool, &err.render().to_string());
+        let _ = io::stderr().write_all(text.as_bytes());
+        ExitCode::from(2)
+    })
+}
+
+/// clap's rendering of a usage error (`error: WHAT`, then hints) with the tool's name
+/// in front: `TOOL: error: WHAT`.
+fn usage_error_text(tool: &str, rendered: &str) -> String {
+    let what = rendered.strip_prefix("error: ").unwrap_or(rendered);
+    let mut text = format!("{tool}: error: {what}");
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
+
 /// Runs a tool's body and turns its result into an exit status: 0 on success or on a
 /// closed output pipe, otherwise `TOOL: error: ...` on standard error and 1 or 2.
 pub fn run_main(tool: &str, body: impl FnOnce() -> Result<()>) -> ExitCode {

@@ -317,13 +317,35 @@ fn decode_errors_come_after_the_good_records() {
     }
 }
 
+/// Usage errors exit 2 with the suite's message format on the first line, whether the
+/// flag parser (an unknown flag, a value that is not a number) or the tool found them.
 #[test]
 fn usage_errors_exit_2() {
     let dir = scratch("usage");
     for (tool_name, args, message) in [
-        ("bpe-train", vec!["--frobnicate"], "unexpected argument"),
+        (
+            "bpe-train",
+            vec!["--frobnicate"],
+            "unexpected argument '--frobnicate'",
+        ),
         ("bpe-train", vec!["--vocab-size", "12"], "below 256"),
-        ("bpe-train", vec!["--vocab-size", "many"], "invalid value"),
+        (
+            "bpe-train",
+            vec!["--vocab-size", "many"],
+            "invalid value 'many' for '--vocab-size <N>'",
+        ),
+        (
+            "bpe-train",
+            vec!["--model-type", "char"],
+            "invalid value 'char'",
+        ),
+        ("bpe-encode", vec!["--threads", "x"], "invalid value 'x'"),
+        (
+            "attn",
+            vec!["--seed"],
+            "a value is required for '--seed <N>'",
+        ),
+        ("attn", vec!["--bogus"], "unexpected argument '--bogus'"),
         (
             "bpe-train",
             vec!["--split", "(unclosed"],
@@ -346,7 +368,21 @@ fn usage_errors_exit_2() {
             .assert()
             .code(2)
             .stdout("")
-            .stderr(predicate::str::contains(message));
+            .stderr(
+                predicate::str::starts_with(format!("{tool_name}: error: "))
+                    .and(predicate::str::contains(message)),
+            );
+    }
+    // Help and version are not errors: standard output, status 0, nothing on stderr.
+    for name in ["bpe-train", "bpe-encode", "bpe-decode", "attn"] {
+        for flag in ["--help", "--version"] {
+            tool(name, &dir)
+                .arg(flag)
+                .assert()
+                .code(0)
+                .stdout(predicate::str::contains(name))
+                .stderr("");
+        }
     }
 }
 
