@@ -137,12 +137,13 @@ impl Output {
         let name = final_path
             .file_name()
             .ok_or_else(|| Error::usage("-o needs a file name").in_file(&display))?;
-        let mut temp_name = std::ffi::OsString::from(".");
-        temp_name.push(name);
-        temp_name.push(format!(".tmp{}", std::process::id()));
-        let temp = dir.join(temp_name);
-        let file = fs::File::create(&temp)
+        let (temp, file) = create_temp(&dir, name)
             .map_err(|e| Error::io("cannot create output", e).in_file(&display))?;
+        if let Some(meta) = &existing {
+            // The file it replaces keeps its mode (a script stays executable); the owner
+            // cannot be kept without privileges. Best effort: the data matters more.
+            let _ = file.set_permissions(meta.permissions());
+        }
         Ok(Output {
             writer: io::BufWriter::with_capacity(capacity, Box::new(file)),
             target: Some((temp, final_path)),
@@ -174,6 +175,32 @@ impl Output {
                 let _ = self.writer.flush();
                 Err(err.at_output(&self.name))
             }
+        }
+    }
+}
+
+/// A new, empty file `.NAME.tmpPID` (or `.NAME.tmpPID.K`) in `dir`, created exclusively:
+/// a file already there under that name (left by a killed run, or a symbolic link planted
+/// to make the tool truncate what it points to) is never opened, so never truncated.
+fn create_temp(dir: &Path, name: &std::ffi::OsStr) -> io::Result<(PathBuf, fs::File)> {
+    let pid = std::process::id();
+    let mut attempt = 0u32;
+    loop {
+        let mut temp_name = std::ffi::OsString::from(".");
+        temp_name.push(name);
+        temp_name.push(format!(".tmp{pid}"));
+        if attempt > 0 {
+            temp_name.push(format!(".{attempt}"));
+        }
+        let temp = dir.join(temp_name);
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+        {
+            Ok(file) => return Ok((temp, file)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => attempt += 1,
+            Err(e) => return Err(e),
         }
     }
 }

@@ -661,6 +661,45 @@ fn man_pages_document_every_flag() {
     }
 }
 
+/// `-o` never writes through a file already at its temporary name (a symbolic link
+/// planted there once made it truncate what the link named, and then rename the link
+/// over the output), and the file it replaces keeps its mode.
+#[test]
+fn output_temp_file_is_created_fresh_and_the_mode_is_kept() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("tempname");
+    fs::write(dir.join("victim"), "keep me\n").unwrap();
+    fs::write(dir.join("out.json"), "old\n").unwrap();
+    fs::set_permissions(dir.join("out.json"), fs::Permissions::from_mode(0o750)).unwrap();
+    // `exec` keeps the shell's process id, so the tool's temporary name is known.
+    let bin = assert_cmd::cargo::cargo_bin("bpe-train");
+    let mut child = StdCommand::new("sh")
+        .arg("-c")
+        .arg("ln -s victim .out.json.tmp$$ && exec \"$0\" -q -o out.json")
+        .arg(&bin)
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hello hello")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(fs::read_to_string(dir.join("victim")).unwrap(), "keep me\n");
+    let out = dir.join("out.json");
+    assert!(!fs::symlink_metadata(&out).unwrap().file_type().is_symlink());
+    assert!(fs::read_to_string(&out)
+        .unwrap()
+        .starts_with("{\"kind\":\"bpe\""));
+    let mode = fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o750);
+}
+
 /// `-o` onto something that is not a regular file (here a FIFO, as `/dev/null` or a
 /// pipe would be) writes into it and leaves it what it was; `-o` through a symbolic
 /// link replaces the file the link points to and keeps the link.
