@@ -139,6 +139,7 @@ impl Output {
             .ok_or_else(|| Error::usage("-o needs a file name").in_file(&display))?;
         let (temp, file) = create_temp(&dir, name)
             .map_err(|e| Error::io("cannot create output", e).in_file(&display))?;
+        remove_on_signal(&temp);
         if let Some(meta) = &existing {
             // The file it replaces keeps its mode (a script stays executable); the owner
             // cannot be kept without privileges. Best effort: the data matters more.
@@ -157,7 +158,9 @@ impl Output {
             .flush()
             .map_err(|e| Error::write(e).in_file(&self.name))?;
         if let Some((temp, path)) = self.target.take() {
-            if let Err(e) = fs::rename(&temp, &path) {
+            let renamed = fs::rename(&temp, &path);
+            keep_on_signal(&temp);
+            if let Err(e) = renamed {
                 let _ = fs::remove_file(&temp);
                 return Err(Error::io("cannot rename output into place", e).in_file(&self.name));
             }
@@ -220,9 +223,73 @@ impl Write for Output {
 impl Drop for Output {
     fn drop(&mut self) {
         if let Some((temp, _)) = self.target.take() {
-            let _ = fs::remove_file(temp);
+            let _ = fs::remove_file(&temp);
+            keep_on_signal(&temp);
         }
     }
+}
+
+/// Temporary output files not yet renamed into place: what a terminating signal must
+/// remove before the process ends.
+static PENDING: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Removes `temp` if SIGINT, SIGTERM or SIGHUP ends the run (Ctrl-C on a long
+/// `bpe-train -o`), so that an interrupted run leaves neither half a FILE nor its
+/// temporary file. A thread waits for those signals, started with the first temporary
+/// file (runs writing to standard output never pay for it); when one comes it removes
+/// the pending files and ends the process as the signal would have, so the shell still
+/// sees the signal. A signal the run was started with ignored (`nohup`, a background
+/// job of a script) stays ignored. If the signals cannot be watched, a killed run leaves
+/// the temporary file, as it always does on SIGKILL.
+fn remove_on_signal(temp: &Path) {
+    use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
+    static WATCH: std::sync::Once = std::sync::Once::new();
+    lock_pending().push(temp.to_path_buf());
+    WATCH.call_once(|| {
+        let Some(ignored) = ignored_signals() else {
+            return;
+        };
+        let watched = [SIGINT, SIGTERM, SIGHUP]
+            .into_iter()
+            .filter(|&signal| ignored & (1 << (signal - 1)) == 0);
+        let Ok(mut signals) = signal_hook::iterator::Signals::new(watched) else {
+            return;
+        };
+        let _ = std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                if let Some(signal) = signals.forever().next() {
+                    for temp in lock_pending().drain(..) {
+                        let _ = fs::remove_file(temp);
+                    }
+                    let _ = signal_hook::low_level::emulate_default_handler(signal);
+                }
+            });
+    });
+}
+
+/// The signals this process ignores, as the kernel's mask (bit `signal - 1`), read from
+/// `/proc/self/status`: a handler must not undo an ignore the run was started with, and
+/// asking the system directly (`sigaction`) would need `unsafe`. `None` if unknown.
+fn ignored_signals() -> Option<u64> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    let mask = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))?;
+    u64::from_str_radix(mask.trim(), 16).ok()
+}
+
+/// `temp` was renamed into place or removed: a signal no longer needs to remove it.
+fn keep_on_signal(temp: &Path) {
+    lock_pending().retain(|t| t != temp);
+}
+
+/// The pending list, even if a thread panicked holding it (a list of paths cannot be
+/// left half-updated).
+fn lock_pending() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    PENDING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A progress bar on standard error, only when it is a terminal and not `--quiet`.

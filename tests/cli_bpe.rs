@@ -700,6 +700,87 @@ fn output_temp_file_is_created_fresh_and_the_mode_is_kept() {
     assert_eq!(mode, 0o750);
 }
 
+/// A run ended by a signal (Ctrl-C, `kill`, a closed terminal) removes `-o`'s temporary
+/// file and still ends as that signal ends a process; a signal the run was started with
+/// ignored (`trap '' TERM`, `nohup`) stays ignored, and the run completes.
+#[test]
+fn a_signal_removes_the_temporary_output_file() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::time::{Duration, Instant};
+    let dir = scratch("signal");
+    let bin = assert_cmd::cargo::cargo_bin("bpe-train");
+    // A signal this test runs with ignored is ignored by the tool too: not testable here.
+    let ignored = fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let mask = status.lines().find_map(|l| l.strip_prefix("SigIgn:"))?;
+            u64::from_str_radix(mask.trim(), 16).ok()
+        })
+        .unwrap_or(u64::MAX);
+    let start = |ignore: Option<&str>| {
+        let trap = ignore.map_or(String::new(), |sig| format!("trap '' {sig}; "));
+        StdCommand::new("sh")
+            .arg("-c")
+            .arg(format!("{trap}exec \"$0\" -q -o out.json"))
+            .arg(&bin)
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let wait_for_temp = |pid: u32| {
+        let temp = dir.join(format!(".out.json.tmp{pid}"));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !temp.exists() {
+            assert!(Instant::now() < deadline, "no temporary file appeared");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // The watcher starts right after the file is made; give it time to.
+        std::thread::sleep(Duration::from_millis(300));
+        temp
+    };
+    let kill = |signal: &str, pid: u32| {
+        let sent = StdCommand::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    for (signal, number) in [("TERM", 15), ("INT", 2), ("HUP", 1)] {
+        if ignored & (1 << (number - 1)) != 0 {
+            continue;
+        }
+        let mut child = start(None);
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"text still coming ").unwrap();
+        let temp = wait_for_temp(child.id());
+        kill(signal, child.id());
+        let status = child.wait().unwrap();
+        drop(stdin);
+        assert_eq!(status.signal(), Some(number), "{signal}: {status:?}");
+        assert!(!temp.exists(), "{signal} left {}", temp.display());
+        assert!(!dir.join("out.json").exists());
+    }
+    let mut child = start(Some("TERM"));
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"text still coming ").unwrap();
+    let temp = wait_for_temp(child.id());
+    kill("TERM", child.id());
+    std::thread::sleep(Duration::from_millis(300));
+    stdin.write_all(b"and done").unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "an ignored TERM ended the run: {status:?}"
+    );
+    assert!(!temp.exists());
+    assert!(fs::read_to_string(dir.join("out.json"))
+        .unwrap()
+        .starts_with("{\"kind\":\"bpe\""));
+}
+
 /// `-o` onto something that is not a regular file (here a FIFO, as `/dev/null` or a
 /// pipe would be) writes into it and leaves it what it was; `-o` through a symbolic
 /// link replaces the file the link points to and keeps the link.
