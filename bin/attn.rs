@@ -109,6 +109,9 @@ struct Args {
     threads: cli::ThreadsArg,
 
     #[command(flatten)]
+    line_buffered: cli::LineBufferedArg,
+
+    #[command(flatten)]
     common: CommonArgs,
 }
 
@@ -195,7 +198,8 @@ fn main() -> ExitCode {
         let stage = Attn::new(weights, options)?;
         let sources = input::sources(&args.common.files)?;
         let context = args.context.as_deref().map(input::Source::file);
-        let mut out = Output::create(args.common.output.as_deref())?;
+        let mut out = Output::create(args.common.output.as_deref())?
+            .line_buffered(args.line_buffered.line_buffered);
         let result = attn::run(
             &stage,
             &sources,

@@ -35,6 +35,9 @@ struct Args {
     threads: cli::ThreadsArg,
 
     #[command(flatten)]
+    line_buffered: cli::LineBufferedArg,
+
+    #[command(flatten)]
     common: CommonArgs,
 }
 
@@ -58,8 +61,10 @@ fn main() -> ExitCode {
             whole: args.whole,
             no_mmap: args.common.no_mmap,
             threads: args.threads.count(),
+            line_buffered: args.line_buffered.line_buffered,
         };
-        let mut out = Output::create(args.common.output.as_deref())?;
+        let mut out = Output::create(args.common.output.as_deref())?
+            .line_buffered(args.line_buffered.line_buffered);
         let result = commands::decode(config, &sources, &mut out);
         out.finish_with(result)
     })

@@ -55,6 +55,9 @@ struct Args {
     threads: cli::ThreadsArg,
 
     #[command(flatten)]
+    line_buffered: cli::LineBufferedArg,
+
+    #[command(flatten)]
     common: CommonArgs,
 }
 
@@ -88,8 +91,10 @@ fn main() -> ExitCode {
             allowed_special,
             threads: args.threads.count(),
             no_mmap: args.common.no_mmap,
+            line_buffered: args.line_buffered.line_buffered,
         };
-        let mut out = Output::create(args.common.output.as_deref())?;
+        let mut out = Output::create(args.common.output.as_deref())?
+            .line_buffered(args.line_buffered.line_buffered);
         let result = commands::encode(&config, &sources, &mut out);
         // The process ends here: freeing a large model word by word (a 540k-word model
         // is 540k allocations) costs more than the system reclaiming it at exit.

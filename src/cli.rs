@@ -10,6 +10,16 @@ use std::process::ExitCode;
 
 use crate::error::{Error, Result};
 
+/// `--line-buffered`, for the tools that answer line by line.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct LineBufferedArg {
+    /// Work on each input line as soon as it arrives and write its answer at once, for
+    /// live pipes (`tail -f log | bpe-encode --line-buffered`); a terminal always gets
+    /// this. Slower on large inputs
+    #[arg(long = "line-buffered")]
+    pub line_buffered: bool,
+}
+
 /// Flags every tool takes, with the same meaning everywhere.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct CommonArgs {
@@ -105,8 +115,20 @@ impl Output {
     pub fn create(path: Option<&Path>) -> Result<Output> {
         let capacity = 1 << 16;
         let Some(path) = path else {
+            let stdout = io::stdout().lock();
+            // On a terminal each line shows as soon as it is complete, as stdio's line
+            // buffering does: typing a line into `bpe-encode` answers it at once.
+            // Elsewhere (pipes, files) output goes in large blocks.
+            let writer = if stdout.is_terminal() {
+                io::BufWriter::with_capacity(
+                    0,
+                    Box::new(io::LineWriter::new(stdout)) as Box<dyn Write>,
+                )
+            } else {
+                io::BufWriter::with_capacity(capacity, Box::new(stdout) as Box<dyn Write>)
+            };
             return Ok(Output {
-                writer: io::BufWriter::with_capacity(capacity, Box::new(io::stdout().lock())),
+                writer,
                 target: None,
                 name: "<stdout>".to_string(),
             });
@@ -150,6 +172,21 @@ impl Output {
             target: Some((temp, final_path)),
             name: display,
         })
+    }
+
+    /// With `on` (`--line-buffered`), each complete line is written at once, as on a
+    /// terminal. Call before writing anything.
+    pub fn line_buffered(mut self, on: bool) -> Output {
+        if on && self.writer.capacity() > 0 {
+            let blocks = std::mem::replace(
+                &mut self.writer,
+                io::BufWriter::with_capacity(0, Box::new(io::sink())),
+            );
+            // Nothing is written yet: the buffer given up here is empty.
+            let (inner, _) = blocks.into_parts();
+            self.writer = io::BufWriter::with_capacity(0, Box::new(io::LineWriter::new(inner)));
+        }
+        self
     }
 
     /// Flushes everything and, for `-o`, moves the finished file into place.

@@ -310,6 +310,8 @@ pub struct EncodeConfig {
     pub allowed_special: AllowedSpecial,
     pub threads: usize,
     pub no_mmap: bool,
+    /// `--line-buffered`: encode the lines of a stream as soon as they arrive.
+    pub line_buffered: bool,
 }
 
 /// Totals of an encoding run, for `--stats`.
@@ -487,17 +489,24 @@ pub fn encode(
         count: config.count,
     };
     let pool = Pool::default();
-    input::for_each_line_run(sources, config.no_mmap, ENCODE_RUN, &mut |_, _, run| {
-        encode_run(
-            &encoder,
-            format,
-            config.threads,
-            &pool,
-            run,
-            &mut stats,
-            out,
-        )
-    })?;
+    let eager = config.line_buffered;
+    input::for_each_line_run(
+        sources,
+        config.no_mmap,
+        ENCODE_RUN,
+        eager,
+        &mut |_, _, run| {
+            encode_run(
+                &encoder,
+                format,
+                config.threads,
+                &pool,
+                run,
+                &mut stats,
+                out,
+            )
+        },
+    )?;
     Ok(stats)
 }
 
@@ -654,6 +663,8 @@ pub struct DecodeConfig {
     pub no_mmap: bool,
     /// Worker threads (at least 1).
     pub threads: usize,
+    /// `--line-buffered`: decode the lines of a stream as soon as they arrive.
+    pub line_buffered: bool,
 }
 
 /// A stream (not a mapped file) is handed to the decoder in runs of about this many
@@ -706,6 +717,7 @@ pub fn decode(config: DecodeConfig, sources: &[Source], out: &mut dyn Write) -> 
         sources,
         config.no_mmap,
         DECODE_RUN,
+        config.line_buffered,
         &mut |file, first, run| decoder.run(file, first, run, out),
     )
 }

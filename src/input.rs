@@ -3,7 +3,7 @@
 //! line (records with file name and line number), by block, or whole.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, IsTerminal, Read};
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
@@ -226,12 +226,14 @@ pub type RunHandler<'a> = dyn FnMut(&str, u64, &[u8]) -> Result<()> + 'a;
 /// over threads: the source name, the 1-based number of the run's first line, and the
 /// bytes (each line with its `\n`; a source's last line may lack one). A mapped file
 /// is one run; from a stream, a run is about `target` bytes or one longer line, so
-/// memory stays bounded by `target` plus the longest line. The lines are those of
+/// memory stays bounded by `target` plus the longest line; with `eager`, or from a
+/// terminal, a run is whatever whole lines a read brings. The lines are those of
 /// [`for_each_line`].
 pub fn for_each_line_run(
     sources: &[Source],
     no_mmap: bool,
     target: usize,
+    eager: bool,
     each: &mut RunHandler,
 ) -> Result<()> {
     let target = target.max(1);
@@ -249,13 +251,17 @@ pub fn for_each_line_run(
             }
         }
         let mut stream = open_stream(source)?;
+        // Someone typing, or `eager` (`--line-buffered`, for live pipes): the lines are
+        // handed over as soon as a read brings them, not when `target` bytes have come
+        // (a terminal delivers a line per read).
+        let interactive = eager || (source.is_stdin() && io::stdin().is_terminal());
         let mut buf: Vec<u8> = Vec::with_capacity(target + (1 << 16));
         let mut eof = false;
         while !eof {
             // Fill to `target`, or further until a line ends, or to the end of input.
             let mut searched = 0;
             let cut = loop {
-                if buf.len() >= target {
+                if buf.len() >= target || (interactive && !buf.is_empty()) {
                     if let Some(k) = memchr::memrchr(b'\n', &buf[searched..]) {
                         break searched + k + 1;
                     }

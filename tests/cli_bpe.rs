@@ -781,6 +781,104 @@ fn a_signal_removes_the_temporary_output_file() {
         .starts_with("{\"kind\":\"bpe\""));
 }
 
+/// Whether `command` (standard input and output piped here) answers `line` with output
+/// containing `answer` within `wait`, while its input is still open.
+fn answers_before_input_ends(
+    mut command: StdCommand,
+    line: &str,
+    answer: &str,
+    wait: std::time::Duration,
+) -> bool {
+    use std::io::BufRead;
+    use std::sync::mpsc;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the command starts");
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (lines, seen) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for out_line in std::io::BufReader::new(stdout).lines() {
+            let Ok(out_line) = out_line else { break };
+            if lines.send(out_line).is_err() {
+                break;
+            }
+        }
+    });
+    stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let mut answered = false;
+    while let Ok(out_line) = seen.recv_timeout(wait) {
+        if out_line.contains(answer) {
+            answered = true;
+            break;
+        }
+    }
+    // Only now does the input end.
+    drop(stdin);
+    let _ = child.wait();
+    drop(seen);
+    let _ = reader.join();
+    answered
+}
+
+/// A line and (part of) its answer, for each tool that answers line by line.
+const LINE_ANSWERS: [(&str, &str, &str); 3] = [
+    ("bpe-encode", "hello", "[24912]"),
+    ("bpe-decode", "[24912,2375]", "hello world"),
+    ("attn", "[1,2]", "[[0.5756,"),
+];
+
+/// Typed at a terminal, each line is answered as soon as it is entered (not when the
+/// input ends or fills a block): the tools run inside `script`, which gives them a
+/// terminal, and the answer to the first line must come while the input is still open.
+#[test]
+fn a_terminal_gets_each_answer_at_once() {
+    use std::time::Duration;
+    let dir = scratch("terminal");
+    for (name, line, answer) in LINE_ANSWERS {
+        let mut command = StdCommand::new("script");
+        command
+            .args(["-q", "-f", "-e", "-c"])
+            .arg(assert_cmd::cargo::cargo_bin(name))
+            .arg("/dev/null")
+            .current_dir(&dir);
+        assert!(
+            answers_before_input_ends(command, line, answer, Duration::from_secs(20)),
+            "{name} on a terminal did not answer {line:?} before its input ended"
+        );
+    }
+}
+
+/// `--line-buffered` does for a pipe (`tail -f log | bpe-encode --line-buffered`) what
+/// a terminal gets by default; without it a pipe is answered in blocks.
+#[test]
+fn line_buffered_answers_each_line_of_a_pipe_at_once() {
+    use std::time::Duration;
+    let dir = scratch("line-buffered");
+    for (name, line, answer) in LINE_ANSWERS {
+        let mut command = StdCommand::new(assert_cmd::cargo::cargo_bin(name));
+        command.arg("--line-buffered").current_dir(&dir);
+        assert!(
+            answers_before_input_ends(command, line, answer, Duration::from_secs(20)),
+            "{name} --line-buffered did not answer {line:?} before its input ended"
+        );
+    }
+    // The default on a pipe: the answer waits for the end of the input (or a block).
+    let mut command = StdCommand::new(assert_cmd::cargo::cargo_bin("bpe-encode"));
+    command.current_dir(&dir);
+    let (_, line, answer) = LINE_ANSWERS[0];
+    assert!(!answers_before_input_ends(
+        command,
+        line,
+        answer,
+        Duration::from_secs(1)
+    ));
+}
+
 /// `-o` onto something that is not a regular file (here a FIFO, as `/dev/null` or a
 /// pipe would be) writes into it and leaves it what it was; `-o` through a symbolic
 /// link replaces the file the link points to and keeps the link.
