@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct LineBufferedArg {
     /// Work on each input line as soon as it arrives and write its answer at once, for
-    /// live pipes (`tail -f log | bpe-encode --line-buffered`); a terminal always gets
-    /// this. Slower on large inputs
+    /// live pipes such as `tail -f FILE | ...`; a terminal always gets this. Slower on
+    /// large inputs
     #[arg(long = "line-buffered")]
     pub line_buffered: bool,
 }
