@@ -32,6 +32,7 @@
 //! learned) are for people and are not used by readers. Any prefix of a model file
 //! (`head -n K`) is therefore a valid, smaller model.
 
+use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -62,6 +63,16 @@ pub fn load(spec: &str, tiktoken_split: Option<SplitSpec>) -> Result<Model> {
         return Ok(Model::Bpe(model));
     }
     let path = Path::new(spec);
+    // A bare name that is no file was most likely meant as a built-in: say which exist.
+    if !spec.contains(['/', '.'])
+        && fs::symlink_metadata(path).is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
+    {
+        return Err(Error::data(format!(
+            "no such file, and not a built-in model ({})",
+            crate::tiktoken::BUILTINS.join(", ")
+        ))
+        .in_file(spec));
+    }
     let source = Source::file(path);
     let data = input::read_source(&source, false)?;
     let named = |sha256| ModelSource::File {

@@ -478,6 +478,18 @@ fn io_errors_exit_1_with_the_file_name() {
         .stderr(predicate::str::starts_with(
             "bpe-encode: error: nothere.json: cannot open",
         ));
+    // A bare name that is neither a file nor a built-in: the built-ins are listed.
+    for name in ["bpe-encode", "bpe-decode"] {
+        tool(name, &dir)
+            .args(["-m", "o200k"])
+            .write_stdin("[1]")
+            .assert()
+            .code(1)
+            .stderr(format!(
+                "{name}: error: o200k: no such file, and not a built-in model \
+                 (o200k_base, cl100k_base, p50k_base, r50k_base)\n"
+            ));
+    }
 }
 
 #[test]
