@@ -28,6 +28,18 @@ pub fn parse_split(value: &str) -> Result<Option<SplitSpec>> {
             name: value.to_string(),
             pattern: pattern.to_string(),
         },
+        // A bare word is a valid regex, but one that only finds itself in the text: far
+        // more likely a mistyped preset (`cl100`) than a pattern anyone means.
+        None if !value.is_empty()
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+        {
+            return Err(Error::usage(format!(
+                "unknown split {value:?}: the presets are none, gpt2, gpt4, cl100k, o200k, \
+                 r50k and p50k (to split by that text as a regex, write (?:{value}))"
+            )));
+        }
         None => SplitSpec {
             name: "custom".to_string(),
             pattern: value.to_string(),

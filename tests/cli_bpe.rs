@@ -352,6 +352,11 @@ fn usage_errors_exit_2() {
             "invalid split pattern",
         ),
         (
+            "bpe-train",
+            vec!["--split", "cl100"],
+            "unknown split \"cl100\": the presets are none, gpt2",
+        ),
+        (
             "bpe-encode",
             vec!["-", "-"],
             "standard input ('-') can be named only once",
