@@ -119,19 +119,13 @@ impl Output {
             // On a terminal each line shows as soon as it is complete, as stdio's line
             // buffering does: typing a line into `bpe-encode` answers it at once.
             // Elsewhere (pipes, files) output goes in large blocks.
-            let writer = if stdout.is_terminal() {
-                io::BufWriter::with_capacity(
-                    0,
-                    Box::new(io::LineWriter::new(stdout)) as Box<dyn Write>,
-                )
-            } else {
-                io::BufWriter::with_capacity(capacity, Box::new(stdout) as Box<dyn Write>)
-            };
-            return Ok(Output {
-                writer,
+            let terminal = stdout.is_terminal();
+            let out = Output {
+                writer: io::BufWriter::with_capacity(capacity, Box::new(stdout)),
                 target: None,
                 name: "<stdout>".to_string(),
-            });
+            };
+            return Ok(out.line_buffered(terminal));
         };
         let display = path.display().to_string();
         let existing = fs::metadata(path).ok();
