@@ -408,15 +408,62 @@ pub fn encode(
         Model::Word(model) => Some(model.unk_id),
         Model::Bpe(_) => None,
     };
+    let header = (config.header && !config.count).then(|| {
+        let mut line = modelfile::stream_header(config.model.source()).into_bytes();
+        line.push(b'\n');
+        line
+    });
+    let mut out = HeaderFirst { out, header };
+    let stats = encode_to(config, &encoder, unk, sources, &mut out)?;
+    out.write_header().map_err(Error::write)?;
+    Ok(stats)
+}
+
+/// Writes an id stream's header line just before the stream's first bytes (or at its
+/// end, when it has no records): a run that fails before its first record, on a FILE
+/// that cannot be opened or read, writes nothing at all, as `cat` would.
+struct HeaderFirst<'w> {
+    out: &'w mut dyn Write,
+    header: Option<Vec<u8>>,
+}
+
+impl HeaderFirst<'_> {
+    fn write_header(&mut self) -> std::io::Result<()> {
+        match self.header.take() {
+            Some(line) => self.out.write_all(&line),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Write for HeaderFirst<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write_header()?;
+        self.out.write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.write_header()?;
+        self.out.write_all(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// [`encode`] after its set-up: the records of `sources` to `out`.
+fn encode_to(
+    config: &EncodeConfig,
+    encoder: &AnyEncoder,
+    unk: Option<u32>,
+    sources: &[Source],
+    out: &mut dyn Write,
+) -> Result<EncodeStats> {
     let mut stats = EncodeStats {
         unknown: unk.map(|_| 0),
         ..EncodeStats::default()
     };
-    if config.header && !config.count {
-        let mut line = modelfile::stream_header(config.model.source());
-        line.push('\n');
-        out.write_all(line.as_bytes()).map_err(Error::write)?;
-    }
     let mut buf = Vec::with_capacity(1 << 16);
     if config.whole {
         // One record, written as the ids arrive: memory for ids stays bounded.
@@ -441,7 +488,7 @@ pub fn encode(
             }
             Ok(())
         };
-        match &encoder {
+        match encoder {
             AnyEncoder::Bpe(enc) => enc.encode_whole_streaming(&text, config.threads, &mut sink)?,
             AnyEncoder::Word(enc) => {
                 // Words never span an ASCII space or newline, so pieces cut after one
@@ -507,17 +554,7 @@ pub fn encode(
         config.no_mmap,
         ENCODE_RUN,
         eager,
-        &mut |_, _, run| {
-            encode_run(
-                &encoder,
-                format,
-                config.threads,
-                &pool,
-                run,
-                &mut stats,
-                out,
-            )
-        },
+        &mut |_, _, run| encode_run(encoder, format, config.threads, &pool, run, &mut stats, out),
     )?;
     Ok(stats)
 }

@@ -497,6 +497,44 @@ fn io_errors_exit_1_with_the_file_name() {
     }
 }
 
+/// A FILE that cannot be opened or read before the first record leaves standard output
+/// empty, header line included (a Makefile's `bpe-encode missing.txt > ids.jsonl` gets
+/// no half-stream); once records are out, the header precedes them as always, and an
+/// input with no records still gets its header.
+#[test]
+fn encode_writes_nothing_when_the_first_file_fails() {
+    let dir = scratch("encnothing");
+    fs::write(dir.join("a.txt"), "hello\n").unwrap();
+    fs::create_dir_all(dir.join("folder")).unwrap();
+    fs::write(dir.join("empty.txt"), "").unwrap();
+    for args in [
+        &["missing.txt"][..],
+        &["--whole", "missing.txt"],
+        &["folder"],
+        &["empty.txt", "missing.txt"],
+    ] {
+        tool("bpe-encode", &dir)
+            .args(args)
+            .assert()
+            .code(1)
+            .stdout("")
+            .stderr(predicate::str::starts_with("bpe-encode: error: "));
+    }
+    tool("bpe-encode", &dir)
+        .args(["a.txt", "missing.txt"])
+        .assert()
+        .code(1)
+        .stdout("{\"model\":\"o200k_base\"}\n[24912]\n")
+        .stderr("bpe-encode: error: missing.txt: cannot open: no such file or directory\n");
+    for args in [&["empty.txt"][..], &["--whole", "empty.txt"]] {
+        let records = if args.len() == 2 { "[]\n" } else { "" };
+        tool("bpe-encode", &dir)
+            .args(args)
+            .assert()
+            .success()
+            .stdout(format!("{{\"model\":\"o200k_base\"}}\n{records}"));
+    }
+}
 #[test]
 fn output_file_is_atomic() {
     let dir = scratch("atomic");
