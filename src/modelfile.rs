@@ -131,6 +131,12 @@ fn parse_beside<T: Send>(
                 beside(),
             )
         }
+        Err(_) if first.starts_with(crate::ndjson::BOM) => {
+            return (
+                Err(header_error(file, crate::ndjson::BOM_MESSAGE)),
+                beside(),
+            )
+        }
         Err(e) => {
             let e = header_error(file, format!("malformed model header: {e}"));
             return (Err(e), beside());

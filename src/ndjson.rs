@@ -95,12 +95,22 @@ fn trailing(line: &[u8], i: usize) -> std::result::Result<(), String> {
 }
 
 fn expected_array(line: &[u8]) -> String {
-    if skip_ws(line, 0) == line.len() {
+    if line.starts_with(BOM) {
+        BOM_MESSAGE.to_string()
+    } else if skip_ws(line, 0) == line.len() {
         "empty line where a record (a JSON array of ids) was expected".to_string()
     } else {
         "expected a JSON array of ids".to_string()
     }
 }
+
+/// The UTF-8 byte-order mark some editors put at the start of a file.
+pub const BOM: &[u8] = b"\xEF\xBB\xBF";
+/// What a reader says of a line that starts with [`BOM`]: JSON text has none, and
+/// without this the error would only say that the first character is unexpected.
+pub const BOM_MESSAGE: &str =
+    "the line starts with a UTF-8 byte-order mark (U+FEFF), which JSON lines may not have; \
+     remove it (an editor's \"UTF-8 without BOM\", or sed -i '1s/^\\xEF\\xBB\\xBF//' FILE)";
 
 /// Parses a header line (a JSON object).
 pub fn parse_header(line: &[u8]) -> std::result::Result<Map<String, Value>, String> {

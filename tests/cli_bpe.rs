@@ -497,6 +497,35 @@ fn io_errors_exit_1_with_the_file_name() {
     }
 }
 
+/// A model file or an id stream saved with a UTF-8 byte-order mark (as some editors do)
+/// is refused with a message that names the mark, not only "expected value".
+#[test]
+fn a_byte_order_mark_is_named_in_the_error() {
+    let dir = scratch("bom");
+    let model = train(&dir, b"hello hello world", &["--vocab-size", "260"]);
+    let mut marked = b"\xEF\xBB\xBF".to_vec();
+    marked.extend_from_slice(&model);
+    fs::write(dir.join("m.json"), &marked).unwrap();
+    tool("bpe-encode", &dir)
+        .args(["-m", "m.json"])
+        .write_stdin("hello\n")
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::starts_with(
+            "bpe-encode: error: m.json:1: the line starts with a UTF-8 byte-order mark",
+        ));
+    for name in ["bpe-decode", "attn"] {
+        tool(name, &dir)
+            .write_stdin(b"[1,2]\n\xEF\xBB\xBF[3]\n".to_vec())
+            .assert()
+            .code(1)
+            .stderr(predicate::str::starts_with(format!(
+                "{name}: error: <stdin>:2: the line starts with a UTF-8 byte-order mark"
+            )));
+    }
+}
+
 /// A FILE that cannot be opened or read before the first record leaves standard output
 /// empty, header line included (a Makefile's `bpe-encode missing.txt > ids.jsonl` gets
 /// no half-stream); once records are out, the header precedes them as always, and an
