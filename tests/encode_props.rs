@@ -371,6 +371,72 @@ fn long_sequences_equal_naive() {
     }
 }
 
+/// Long sequences are encoded in pieces mended where they meet; with pieces of 1 to 8
+/// bytes nearly every byte boundary is a cut, so every way two tokens can meet (runs,
+/// the same token on both sides, ties) is mended, and must give the naive ids.
+#[test]
+fn pieces_mended_at_every_cut_equal_naive() {
+    let mut rng = Rng::new(31);
+    let mut compared = 0;
+    for case in 0..1500 {
+        let alphabet = ALPHABETS[case % ALPHABETS.len()];
+        let merges = {
+            let count = 1 + rng.below(if case % 5 == 0 { 200 } else { 40 });
+            random_merges(&mut rng, alphabet, count)
+        };
+        let model = model_from_merges(&merges, None, vec![]);
+        let piece_len = [1, 2, 3, 4, 5, 8, 16][case % 7];
+        let enc = Encoder::new(&model, &AllowedSpecial::None)
+            .unwrap()
+            .with_piece_len(piece_len);
+        for _ in 0..4 {
+            let max = if rng.below(8) == 0 { 600 } else { 90 };
+            let text = random_text(&mut rng, alphabet, max);
+            let mut fast = Vec::new();
+            enc.encode(&text, &mut fast);
+            let naive = naive_encode(&model, &text);
+            assert_eq!(
+                fast,
+                naive,
+                "case {case} pieces of {piece_len} text {:?}",
+                String::from_utf8_lossy(&text)
+            );
+            compared += usize::from(text.len() > 2 * piece_len);
+        }
+    }
+    assert!(
+        compared > 4000,
+        "only {compared} texts long enough for pieces"
+    );
+}
+
+/// Runs of one byte can need mending windows wider than the limit: the sequence is
+/// then encoded whole, with the same ids, and a long run stays fast.
+#[test]
+fn pieces_fall_back_to_the_whole_sequence_on_runs() {
+    let mut merges = vec![(97u32, 97u32)];
+    for k in 0..12 {
+        merges.push((256 + k, 256 + k));
+    }
+    merges.push((97, 256));
+    let model = model_from_merges(&merges, None, vec![]);
+    for piece_len in [1, 3, 64, 256] {
+        let enc = Encoder::new(&model, &AllowedSpecial::None)
+            .unwrap()
+            .with_piece_len(piece_len);
+        for len in [5usize, 511, 513, 1000, 4097, 200_001] {
+            let text = vec![b'a'; len];
+            let mut fast = Vec::new();
+            enc.encode(&text, &mut fast);
+            assert_eq!(
+                fast,
+                naive_encode(&model, &text),
+                "pieces {piece_len} len {len}"
+            );
+        }
+    }
+}
+
 #[test]
 fn runs_of_one_byte_are_exact_and_not_quadratic() {
     // a, aa, aaaa, ..., plus an odd merge: a 200 kB run must match the naive result
