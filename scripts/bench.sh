@@ -319,6 +319,11 @@ if want encode; then
       "$BIN/bpe-encode" -q -j 1 -m "$MODEL32" "$CORPUS"
     bench_ours "bpe-encode -m none-32k.json (lines)" "$BYTES" /dev/null "both cores" \
       "$BIN/bpe-encode" -q -m "$MODEL32" "$CORPUS"
+    # The whole text as one record: one long sequence, in pieces mended where they meet.
+    bench_ours "bpe-encode -m none-32k.json --whole -j 1" "$BYTES" /dev/null "single thread" \
+      "$BIN/bpe-encode" -q -j 1 --whole -m "$MODEL32" "$CORPUS"
+    bench_ours "bpe-encode -m none-32k.json --whole" "$BYTES" /dev/null "both cores" \
+      "$BIN/bpe-encode" -q --whole -m "$MODEL32" "$CORPUS"
   fi
   for enc in o200k_base cl100k_base; do
     A=""
