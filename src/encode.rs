@@ -898,15 +898,19 @@ impl<'m> Encoder<'m> {
     /// With a model file's ids, merges happen in id order, and while no merge joins the
     /// two sides each side goes through the merges that build its token, in the same
     /// order as alone. The token at the left side's right end is, in turn, the bytes
-    /// and tokens down `a`'s right edge (`a`, its right part, that one's right part, ...),
-    /// each from the merge that made it until the merge that takes it into the next;
-    /// likewise down `b`'s left edge. A merge joins the sides exactly when some such
-    /// `x` and `y`, present at the same time, form a pair whose merge id comes before
-    /// `x` is taken away and no later than `y` is: the one tie, `y` taken by a merge of
-    /// the very same pair to its right (`x`, `y` and the next one the same token, as in
-    /// a run of spaces), goes to the leftmost, which joins the sides. Walking both edges from the
-    /// top, always down the side whose current token was made later, visits every `x`,
-    /// `y` present together: at most the two edges' lengths of pair lookups.
+    /// and tokens down `a`'s right edge (`a`, its right part, that one's right part,
+    /// ...), each from the merge that made it until the merge that takes it into the
+    /// next; likewise down `b`'s left edge. A merge joins the sides exactly when some
+    /// such `x` and `y`, present at the same time, form a pair whose merge id comes
+    /// before `x` is taken away and no later than `y` is: the one tie, `y` taken by a
+    /// merge of the very same pair to its right (`x`, `y` and the next one the same
+    /// token, as in a run of spaces), goes to the leftmost, which joins the sides.
+    /// Walking both edges from the top, always down the side whose current token was
+    /// made later, visits every `x`, `y` present together: at most the two edges'
+    /// lengths of pair lookups. The same argument, token by token, gives the rule
+    /// [`Encoder::mend`] rests on: tokens that are each their own BPE, every two
+    /// neighbours compatible, are the BPE of their bytes (a first merge across any
+    /// boundary would be one across that boundary alone), and conversely.
     fn compatible(&self, cache: &mut PairCache, a: u32, b: u32) -> bool {
         let merges = &self.model.merges;
         let (mut x, mut y) = (a, b);
