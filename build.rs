@@ -3,10 +3,11 @@
 //! tables instead of decoding base64 and searching every split of every token
 //! (measured for o200k_base: ~200 ms of parsing down to the cost of filling one map).
 //!
-//! Blob layout, all integers u32 little-endian: `n` (ids, gaps included), the base id
-//! of each byte (256), token offsets (`n + 1`), the number of pairs, then `(a, b, id)`
-//! for every split of a token `id` into two tokens `a`, `b`, then the token bytes in id
-//! order. `src/tiktoken.rs` reads it; a test checks it equals a runtime parse.
+//! Blob layout, integers little-endian: `n` (ids, gaps included), the base id of each
+//! byte (256), token offsets (`n + 1`), the number of pairs and `bits` (u32 each), then a
+//! hash table of `2^bits` u64 slots holding every split of a token `id` into two tokens
+//! `a`, `b` as `a << 42 | b << 21 | id` (empty: all ones; linear probing from the
+//! multiplicative hash of `a << 21 | b`), then the token bytes in id order. `src/tiktoken.rs` reads it; a test checks it equals a runtime parse.
 
 use std::collections::HashMap;
 use std::env;
@@ -14,6 +15,10 @@ use std::fs;
 use std::path::PathBuf;
 
 const BUILTINS: [&str; 4] = ["o200k_base", "cl100k_base", "p50k_base", "r50k_base"];
+/// Bits per id in a pair-table slot, and the table's hash multiplier: the same as
+/// `PAIR_ID_BITS` and `PAIR_HASH` in `src/model.rs`.
+const PAIR_ID_BITS: u32 = 21;
+const PAIR_HASH: u64 = 0x9E37_79B9_7F4A_7C15;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -81,11 +86,29 @@ fn convert(text: &[u8]) -> Result<Vec<u8>, String> {
             }
         }
     }
+    // The pairs as a ready hash table (the layout `src/model.rs`'s `PairTable` reads):
+    // the binary carries it, so a run looks pairs up without first filling a map.
+    if n >= 1 << PAIR_ID_BITS {
+        return Err("ids do not fit the pair table".into());
+    }
+    let bits = (2 * pairs.len().max(1))
+        .next_power_of_two()
+        .trailing_zeros()
+        .max(4);
+    let mut slots = vec![u64::MAX; 1 << bits];
+    let mask = slots.len() - 1;
+    for [a, b, id] in &pairs {
+        let key = u64::from(*a) << PAIR_ID_BITS | u64::from(*b);
+        let mut at = (key.wrapping_mul(PAIR_HASH) >> (64 - bits)) as usize;
+        while slots[at] != u64::MAX {
+            at = (at + 1) & mask;
+        }
+        slots[at] = key << PAIR_ID_BITS | u64::from(*id);
+    }
     push(&mut blob, pairs.len() as u32);
-    for [a, b, id] in pairs {
-        push(&mut blob, a);
-        push(&mut blob, b);
-        push(&mut blob, id);
+    push(&mut blob, bits);
+    for slot in slots {
+        blob.extend_from_slice(&slot.to_le_bytes());
     }
     for bytes in by_id.iter().flatten() {
         blob.extend_from_slice(bytes);

@@ -567,12 +567,12 @@ impl<'m> Encoder<'m> {
                     model.base_id_of_byte[model.token_bytes[s] as usize],
                     model.base_id_of_byte[model.token_bytes[s + 1] as usize],
                 );
-                if model.merge_ids.get(&pair) == Some(&(id as u32)) {
+                if model.merge_ids.id(pair.0, pair.1) == Some(id as u32) {
                     byte_pairs[byte_pair(&model.token_bytes[s..e])] = id as u32;
                 }
             }
         }
-        let flat_pairs = (model.merge_ids.len() <= FLAT_PAIRS_MAX)
+        let flat_pairs = (model.merge_ids.count() <= FLAT_PAIRS_MAX)
             .then(|| FlatPairs::new(&model.merge_ids))
             .flatten();
         // Keys must stay below NONE: (vocab - 1) << shift | position < u32::MAX.
@@ -583,7 +583,8 @@ impl<'m> Encoder<'m> {
             .map_or((0, 0), |bits| ((1usize << bits).min(SHORT), bits));
         // The piecewise encoding rests on a model file's order: every id above its pair's
         // members and one pair per id, so merges happen in id order (see `compatible`).
-        let piece_len = if !rank_table && !builtin && model.merge_ids.len() == model.merges.len() {
+        let piece_len = if !rank_table && !builtin && model.merge_ids.count() == model.merges.len()
+        {
             PIECE_LEN.min(scan_max)
         } else {
             0
@@ -777,7 +778,7 @@ impl<'m> Encoder<'m> {
         if cache.keys[slot] == key {
             return cache.ids[slot];
         }
-        let id = self.model.merge_ids.get(&(a, b)).copied().unwrap_or(NONE);
+        let id = self.model.merge_ids.id(a, b).unwrap_or(NONE);
         cache.keys[slot] = key;
         cache.ids[slot] = id;
         id

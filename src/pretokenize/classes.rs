@@ -2,7 +2,7 @@
 //! o200k's two letter sets), taken from regex-syntax so they are exactly the classes the
 //! regex engine uses, packed into a two-level lookup table.
 
-use std::collections::HashMap;
+use ahash::AHashMap;
 use std::sync::OnceLock;
 
 use regex_syntax::hir::{Class, HirKind};
@@ -78,7 +78,7 @@ fn build() -> Classes {
     }
     let mut ascii = [0u8; 128];
     ascii.copy_from_slice(&flat[..128]);
-    let mut seen: HashMap<&[u8], u16> = HashMap::new();
+    let mut seen: AHashMap<&[u8], u16> = AHashMap::new();
     let mut index = Vec::with_capacity(0x1100);
     let mut blocks = Vec::new();
     for block in flat.chunks(256) {
