@@ -115,7 +115,11 @@ impl PairTable {
     /// The table in `slots` (`2^bits` slots holding `count` pairs), or `None` if the
     /// bytes are not that many slots.
     pub fn new(slots: &'static [u8], bits: u32, count: usize) -> Option<PairTable> {
-        (bits < 40 && slots.len() == 8 << bits).then_some(PairTable { slots, bits, count })
+        ((1..40).contains(&bits) && slots.len() == 8 << bits).then_some(PairTable {
+            slots,
+            bits,
+            count,
+        })
     }
 
     fn slot(&self, at: usize) -> u64 {
