@@ -75,7 +75,9 @@ use std::collections::BinaryHeap;
 use ahash::AHashMap;
 
 use crate::error::{Error, Result};
-use crate::model::{BpeModel, ModelSource};
+use crate::model::{
+    insert_pair, pair_key, probe_pair, BpeModel, ModelSource, PAIR_EMPTY, PAIR_ID_BITS,
+};
 use crate::parallel::Pool;
 use crate::pretokenize::Splitter;
 
@@ -379,14 +381,15 @@ pub struct Encoder<'m> {
 const FLAT_PAIRS_MAX: usize = 1 << 17;
 
 /// Pair -> merge id, linear probing, load factor at most 1/2, for models whose ids fit
-/// in [`FLAT_ID_BITS`] bits: each slot is one u64, `a << 42 | b << 21 | id`, so a probe
-/// is one load from a table half the size of a (key, id) layout (512 KB for a 32k
-/// model: it stays in L2). Measured on line records with a 32k `--split none` model:
-/// about twice as fast as the model's hash map behind the pair cache, and the
-/// 8-byte slots a further ~15% over 16-byte ones.
+/// in [`PAIR_ID_BITS`] bits: each slot is one u64, `a << 42 | b << 21 | id` (the layout
+/// of the built-ins' compiled-in tables, `crate::model::probe_pair`), so a probe is one
+/// load from a table half the size of a (key, id) layout (512 KB for a 32k model: it
+/// stays in L2). Measured on line records with a 32k `--split none` model: about twice
+/// as fast as the model's hash map behind the pair cache, and the 8-byte slots a
+/// further ~15% over 16-byte ones.
 struct FlatPairs {
     slots: Vec<u64>,
-    shift: u32,
+    bits: u32,
     /// One bit per hash of a pair, set for every merge's pair (a one-hash Bloom filter):
     /// most pairs a merge creates are no merge, and this array of 16 bits per merge
     /// (64 KB for a 32k model) answers that for 15 in 16 of them without a probe of the
@@ -397,15 +400,10 @@ struct FlatPairs {
     bloom_shift: u32,
 }
 
-/// Id bits per field of a [`FlatPairs`] slot (vocabularies up to 2M ids).
-const FLAT_ID_BITS: u32 = 21;
-/// An empty [`FlatPairs`] slot (no real slot: ids stay below 2^21 - 1).
-const FLAT_EMPTY: u64 = u64::MAX;
-
 impl FlatPairs {
-    /// The table for `pairs`, or `None` when an id does not fit in [`FLAT_ID_BITS`].
+    /// The table for `pairs`, or `None` when an id does not fit in [`PAIR_ID_BITS`].
     fn new(pairs: &AHashMap<(u32, u32), u32>) -> Option<FlatPairs> {
-        let limit = (1u32 << FLAT_ID_BITS) - 1;
+        let limit = (1u32 << PAIR_ID_BITS) - 1;
         if pairs
             .iter()
             .any(|(&(a, b), &id)| a >= limit || b >= limit || id >= limit)
@@ -416,27 +414,20 @@ impl FlatPairs {
             .next_power_of_two()
             .trailing_zeros()
             .max(4);
-        let mut slots = vec![FLAT_EMPTY; 1 << bits];
-        let mask = slots.len() - 1;
-        let shift = 64 - bits;
+        let mut slots = vec![PAIR_EMPTY; 1 << bits];
         // Sixteen bits per pair, in whole u64 words: one false positive in 16.
         let bloom_bits = (16 * pairs.len().max(1)).next_power_of_two().max(64);
         let mut bloom = vec![0u64; bloom_bits / 64];
         let bloom_shift = 64 - bloom_bits.trailing_zeros();
         for (&(a, b), &id) in pairs {
-            let key = u64::from(a) << FLAT_ID_BITS | u64::from(b);
-            let hash = key.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let mut at = (hash >> shift) as usize;
-            while slots[at] != FLAT_EMPTY {
-                at = (at + 1) & mask;
-            }
-            slots[at] = key << FLAT_ID_BITS | u64::from(id);
+            let key = pair_key(a, b)?;
+            insert_pair(&mut slots, bits, key, id);
             let bit = Self::bloom_bit(key, bloom_shift);
             bloom[bit / 64] |= 1 << (bit % 64);
         }
         Some(FlatPairs {
             slots,
-            shift,
+            bits,
             bloom,
             bloom_shift,
         })
@@ -450,27 +441,14 @@ impl FlatPairs {
 
     #[inline(always)]
     fn get(&self, a: u32, b: u32) -> u32 {
-        let limit = 1u32 << FLAT_ID_BITS;
-        if a >= limit || b >= limit {
+        let Some(key) = pair_key(a, b) else {
             return NONE;
-        }
-        let key = u64::from(a) << FLAT_ID_BITS | u64::from(b);
+        };
         let bit = Self::bloom_bit(key, self.bloom_shift);
         if self.bloom[bit / 64] & (1 << (bit % 64)) == 0 {
             return NONE;
         }
-        let mask = self.slots.len() - 1;
-        let mut at = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize;
-        loop {
-            let slot = self.slots[at];
-            if slot >> FLAT_ID_BITS == key {
-                return (slot & u64::from(limit - 1)) as u32;
-            }
-            if slot == FLAT_EMPTY {
-                return NONE;
-            }
-            at = (at + 1) & mask;
-        }
+        probe_pair(key, self.bits, |at| self.slots[at]).unwrap_or(NONE)
     }
 }
 

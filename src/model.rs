@@ -107,9 +107,49 @@ pub struct PairTable {
     count: usize,
 }
 
-/// Bits per id in a [`PairTable`] slot, and its hash multiplier (as in `build.rs`).
-const PAIR_ID_BITS: u32 = 21;
+/// Pair slot tables, the compiled-in [`PairTable`]s and the encoder's own: each slot
+/// one u64 `a << 42 | b << 21 | id` (ids up to 2^21 - 1), all ones when empty, linear
+/// probing from the multiplicative hash of the key `a << 21 | b` (`build.rs` writes the
+/// same layout).
+pub(crate) const PAIR_ID_BITS: u32 = 21;
 const PAIR_HASH: u64 = 0x9E37_79B9_7F4A_7C15;
+pub(crate) const PAIR_EMPTY: u64 = u64::MAX;
+
+/// The slot-table key of pair `(a, b)`, or `None` when an id does not fit a slot.
+#[inline(always)]
+pub(crate) fn pair_key(a: u32, b: u32) -> Option<u64> {
+    let limit = 1u32 << PAIR_ID_BITS;
+    (a < limit && b < limit).then(|| u64::from(a) << PAIR_ID_BITS | u64::from(b))
+}
+
+/// The id stored for `key` in a slot table of `2^bits` slots (`bits` at least 1),
+/// reading slot `at` with `slot(at)`.
+#[inline(always)]
+pub(crate) fn probe_pair(key: u64, bits: u32, slot: impl Fn(usize) -> u64) -> Option<u32> {
+    let mask = (1usize << bits) - 1;
+    let mut at = (key.wrapping_mul(PAIR_HASH) >> (64 - bits)) as usize;
+    loop {
+        let value = slot(at);
+        // An empty slot never matches: keys stay below 2^42.
+        if value >> PAIR_ID_BITS == key {
+            return Some((value & ((1 << PAIR_ID_BITS) - 1)) as u32);
+        }
+        if value == PAIR_EMPTY {
+            return None;
+        }
+        at = (at + 1) & mask;
+    }
+}
+
+/// Puts `key -> id` into a slot table of `2^bits` slots (at most half full).
+pub(crate) fn insert_pair(slots: &mut [u64], bits: u32, key: u64, id: u32) {
+    let mask = (1usize << bits) - 1;
+    let mut at = (key.wrapping_mul(PAIR_HASH) >> (64 - bits)) as usize;
+    while slots[at] != PAIR_EMPTY {
+        at = (at + 1) & mask;
+    }
+    slots[at] = key << PAIR_ID_BITS | u64::from(id);
+}
 
 impl PairTable {
     /// The table in `slots` (`2^bits` slots holding `count` pairs), or `None` if the
@@ -132,23 +172,10 @@ impl PairTable {
     /// The id of pair `(a, b)`.
     #[inline]
     pub fn get(&self, a: u32, b: u32) -> Option<u32> {
-        let limit = 1u32 << PAIR_ID_BITS;
-        if self.slots.is_empty() || a >= limit || b >= limit {
+        if self.slots.is_empty() {
             return None;
         }
-        let key = u64::from(a) << PAIR_ID_BITS | u64::from(b);
-        let mask = (1usize << self.bits) - 1;
-        let mut at = (key.wrapping_mul(PAIR_HASH) >> (64 - self.bits)) as usize;
-        loop {
-            let slot = self.slot(at);
-            if slot == u64::MAX {
-                return None;
-            }
-            if slot >> PAIR_ID_BITS == key {
-                return Some((slot & u64::from(limit - 1)) as u32);
-            }
-            at = (at + 1) & mask;
-        }
+        probe_pair(pair_key(a, b)?, self.bits, |at| self.slot(at))
     }
 
     /// Every `(a, b, id)` in the table.
@@ -156,7 +183,7 @@ impl PairTable {
         let field = u64::from((1u32 << PAIR_ID_BITS) - 1);
         (0..self.slots.len() / 8)
             .map(|at| self.slot(at))
-            .filter(|&slot| slot != u64::MAX)
+            .filter(|&slot| slot != PAIR_EMPTY)
             .map(move |slot| {
                 (
                     (slot >> (2 * PAIR_ID_BITS)) as u32,
