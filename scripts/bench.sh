@@ -314,6 +314,18 @@ ensure_model32() {
 if want encode; then
   header "Encode, $CNAME"
   declare -A OURS_COUNT=()
+  # One short line, as a shell loop over small files encodes: the model's set-up is the
+  # whole cost. 101 runs started by examples/spawn-bench (see the seed section).
+  if ours && [ -x "$BIN/examples/spawn-bench" ]; then
+    printf 'hello world\n' >"$OUT/hello.txt"
+    for m in o200k_base cl100k_base "$MODEL32"; do
+      if [ "$m" = "$MODEL32" ]; then ensure_model32 || continue; fi
+      bench_ours "bpe-encode -m $(basename "$m") on one short line, 101 runs" 1212 /dev/null \
+        "wall and CPU for all 101 runs" \
+        "$BIN/examples/spawn-bench" 101 "$BIN/bpe-encode" -m "$m" "$OUT/hello.txt"
+      [ -n "$T" ] && summary "start-up: bpe-encode -m $(basename "$m") on one short line: $(awk -v t="$T" 'BEGIN { printf "%.1f", 1000 * t / 101 }') ms per run"
+    done
+  fi
   if ours && ensure_model32; then
     bench_ours "bpe-encode -m none-32k.json -j 1 (lines)" "$BYTES" "$OUT/ids-32k.jsonl" "single thread" \
       "$BIN/bpe-encode" -q -j 1 -m "$MODEL32" "$CORPUS"
