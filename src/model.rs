@@ -2,6 +2,7 @@
 //! with their identity (built-in name or file hash) for id-stream headers.
 //! Loading and writing of model files lives in the submodules.
 
+use std::borrow::Cow;
 use std::ops::Deref;
 use std::sync::OnceLock;
 
@@ -50,8 +51,9 @@ pub struct BpeModel {
     pub merge_ids: PairIds,
     /// Bytes of every non-special id: `token_bytes[token_offsets[i]..token_offsets[i+1]]`.
     /// An id whose span is empty is not in the vocabulary (rank tables may have gaps).
-    pub token_bytes: Vec<u8>,
-    pub token_offsets: Vec<u32>,
+    /// The built-in models borrow both from the binary (see `tiktoken::from_blob`).
+    pub token_bytes: Cow<'static, [u8]>,
+    pub token_offsets: Cow<'static, [u32]>,
 }
 
 impl BpeModel {
@@ -345,8 +347,8 @@ impl BpeModel {
             base_id_of_byte,
             merges,
             merge_ids,
-            token_bytes,
-            token_offsets,
+            token_bytes: token_bytes.into(),
+            token_offsets: token_offsets.into(),
         }
     }
 }

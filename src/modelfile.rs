@@ -383,8 +383,8 @@ fn parse_bpe(
         base_id_of_byte,
         merges,
         merge_ids: merge_ids.into(),
-        token_bytes,
-        token_offsets,
+        token_bytes: token_bytes.into(),
+        token_offsets: token_offsets.into(),
     })
 }
 

@@ -61,8 +61,8 @@ pub fn model_from_merges(
         base_id_of_byte,
         merges: merges.to_vec(),
         merge_ids: merge_ids.into(),
-        token_bytes,
-        token_offsets,
+        token_bytes: token_bytes.into(),
+        token_offsets: token_offsets.into(),
     }
 }
 
