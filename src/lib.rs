@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod attn;
+mod blob;
 pub mod cli;
 pub mod commands;
 pub mod decode;

@@ -23,8 +23,8 @@
 use std::borrow::Cow;
 
 use ahash::AHashMap;
-use zerocopy::FromBytes;
 
+use crate::blob::{include_blob, le_words};
 use crate::error::{Error, Result};
 use crate::model::{BpeModel, ModelSource, PairIds, PairTable, SpecialToken, SplitSpec};
 use crate::pretokenize;
@@ -32,27 +32,11 @@ use crate::pretokenize;
 /// The names of the built-in models, the default first.
 pub const BUILTINS: &[&str] = &["o200k_base", "cl100k_base", "p50k_base", "r50k_base"];
 
-/// A blob in the binary, aligned to 8 bytes so that its word tables can be read in place.
-#[repr(C)]
-struct Aligned<B: ?Sized> {
-    _align: [u64; 0],
-    bytes: B,
-}
-
-/// The rank files converted by build.rs (layout described there).
-macro_rules! blob {
-    ($file:literal) => {
-        &Aligned {
-            _align: [],
-            bytes: *include_bytes!(concat!(env!("OUT_DIR"), "/", $file)),
-        }
-        .bytes
-    };
-}
-static O200K_BASE: &[u8] = blob!("o200k_base.bin");
-static CL100K_BASE: &[u8] = blob!("cl100k_base.bin");
-static P50K_BASE: &[u8] = blob!("p50k_base.bin");
-static R50K_BASE: &[u8] = blob!("r50k_base.bin");
+// The rank files converted by build.rs (layout described there).
+static O200K_BASE: &[u8] = include_blob!("o200k_base.bin");
+static CL100K_BASE: &[u8] = include_blob!("cl100k_base.bin");
+static P50K_BASE: &[u8] = include_blob!("p50k_base.bin");
+static R50K_BASE: &[u8] = include_blob!("r50k_base.bin");
 
 const ENDOFTEXT: &str = "<|endoftext|>";
 const FIM_PREFIX: &str = "<|fim_prefix|>";
@@ -129,13 +113,7 @@ fn from_blob(
     let n = word(0)? as usize;
     let mut base_id_of_byte = [0u32; 256];
     base_id_of_byte.copy_from_slice(&words(1, 256)?);
-    // Read in place where the words are native (little-endian) and aligned, which the
-    // blob's alignment makes them on the targets the suite builds for; copied otherwise.
-    let offset_bytes = blob.get(4 * 257..4 * (257 + n + 1))?;
-    let token_offsets = match <[u32]>::ref_from_bytes(offset_bytes) {
-        Ok(words) if cfg!(target_endian = "little") => Cow::Borrowed(words),
-        _ => Cow::Owned(words(257, n + 1)?),
-    };
+    let token_offsets = le_words(blob.get(4 * 257..4 * (257 + n + 1))?, u32::from_le_bytes)?;
     let pairs_at = 257 + n + 1;
     let n_pairs = word(pairs_at)? as usize;
     let bits = word(pairs_at + 1)?;

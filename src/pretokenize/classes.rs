@@ -1,11 +1,11 @@
 //! Unicode character classes of the preset split patterns (`\p{L}`, `\p{N}`, `\s` and
-//! o200k's two letter sets), taken from regex-syntax so they are exactly the classes the
-//! regex engine uses, packed into a two-level lookup table.
+//! o200k's two letter sets), taken from regex-syntax (by `build.rs`) so they are exactly
+//! the classes the regex engine uses, packed into a two-level lookup table.
 
-use ahash::AHashMap;
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use regex_syntax::hir::{Class, HirKind};
+use crate::blob::{include_blob, le_words};
 
 /// `\p{L}`.
 pub const L: u8 = 1;
@@ -23,10 +23,13 @@ pub const M: u8 = 32;
 
 /// The class bits of every code point: ASCII directly, the rest through a table of
 /// 256-entry blocks (identical blocks shared: a few dozen KiB instead of 1.1 MiB).
+/// `build.rs` computes them from regex-syntax's Unicode tables (`classes.bin`: the 128
+/// ASCII flags, a little-endian u16 per block of 256 code points naming its distinct
+/// block, then the distinct blocks); a run reads them in place.
 pub(crate) struct Classes {
     pub(crate) ascii: [u8; 128],
-    index: Vec<u16>,
-    blocks: Vec<u8>,
+    index: Cow<'static, [u16]>,
+    blocks: &'static [u8],
 }
 
 impl Classes {
@@ -45,61 +48,34 @@ impl Classes {
     }
 }
 
-/// The code point ranges of a regex class, as regex-syntax parses it.
-fn ranges(class: &str) -> Vec<(u32, u32)> {
-    let Ok(hir) = regex_syntax::ParserBuilder::new().build().parse(class) else {
-        return Vec::new();
-    };
-    match hir.kind() {
-        HirKind::Class(Class::Unicode(c)) => c
-            .ranges()
-            .iter()
-            .map(|r| (r.start() as u32, r.end() as u32))
-            .collect(),
-        _ => Vec::new(),
-    }
-}
+/// Blocks of 256 code points up to U+10FFFF.
+const BLOCKS: usize = 0x1100;
 
-fn build() -> Classes {
-    let mut flat = vec![0u8; 0x110000];
-    for (bit, class) in [
-        (L, r"\p{L}"),
-        (N, r"\p{N}"),
-        (S, r"\s"),
-        (UP, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"),
-        (LO, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
-        (M, r"\p{M}"),
-    ] {
-        for (lo, hi) in ranges(class) {
-            for b in &mut flat[lo as usize..=hi as usize] {
-                *b |= bit;
-            }
-        }
-    }
-    let mut ascii = [0u8; 128];
-    ascii.copy_from_slice(&flat[..128]);
-    let mut seen: AHashMap<&[u8], u16> = AHashMap::new();
-    let mut index = Vec::with_capacity(0x1100);
-    let mut blocks = Vec::new();
-    for block in flat.chunks(256) {
-        let next = seen.len() as u16;
-        let id = *seen.entry(block).or_insert_with(|| {
-            blocks.extend_from_slice(block);
-            next
-        });
-        index.push(id);
-    }
-    Classes {
+static TABLES: &[u8] = include_blob!("classes.bin");
+
+/// The tables in `classes.bin`; empty (every class bit 0) if it were malformed, which
+/// `tests/pretokenize_props.rs` would show (it checks every code point).
+fn read(blob: &'static [u8]) -> Option<Classes> {
+    let ascii = blob.get(..128)?.try_into().ok()?;
+    let index = le_words(blob.get(128..128 + 2 * BLOCKS)?, u16::from_le_bytes)?;
+    let blocks = blob.get(128 + 2 * BLOCKS..)?;
+    Some(Classes {
         ascii,
         index,
         blocks,
-    }
+    })
 }
 
-/// The shared tables, built on first use (about a millisecond).
+/// The shared tables.
 pub(crate) fn classes() -> &'static Classes {
     static TABLE: OnceLock<Classes> = OnceLock::new();
-    TABLE.get_or_init(build)
+    TABLE.get_or_init(|| {
+        read(TABLES).unwrap_or(Classes {
+            ascii: [0; 128],
+            index: Cow::Borrowed(&[]),
+            blocks: &[],
+        })
+    })
 }
 
 /// The class bits of `c` (`L`, `N`, `S`, `UP`, `LO`, `M`), for tests and tools that check
