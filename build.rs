@@ -5,7 +5,8 @@
 //! with the pairs as a ready hash table, read in place, no map is filled at all).
 //!
 //! Blob layout, integers little-endian: `n` (ids, gaps included), the base id of each
-//! byte (256), token offsets (`n + 1`), the number of pairs and `bits` (u32 each), then a
+//! byte (256), token offsets (`n + 1`), the number of pairs and `bits` (u32 each), a zero
+//! u32 where needed to align what follows to 8 bytes, then a
 //! hash table of `2^bits` u64 slots holding every split of a token `id` into two tokens
 //! `a`, `b` as `a << 42 | b << 21 | id` (empty: all ones; linear probing from the
 //! multiplicative hash of `a << 21 | b`), then the token bytes in id order.
@@ -157,6 +158,10 @@ fn convert(text: &[u8]) -> Result<Vec<u8>, String> {
     }
     push(&mut blob, pairs.len() as u32);
     push(&mut blob, bits);
+    // The slots start at a multiple of 8, so that a run reads them in place as words.
+    if blob.len() % 8 != 0 {
+        push(&mut blob, 0);
+    }
     for slot in slots {
         blob.extend_from_slice(&slot.to_le_bytes());
     }

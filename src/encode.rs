@@ -69,6 +69,7 @@
 //!   key written as its whole 64-byte block, so that the next scan's loads could take
 //!   it from the store: 1.64-2.01 against 1.19-1.46.
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -76,7 +77,8 @@ use ahash::AHashMap;
 
 use crate::error::{Error, Result};
 use crate::model::{
-    insert_pair, pair_key, probe_pair, BpeModel, ModelSource, PAIR_EMPTY, PAIR_ID_BITS,
+    insert_pair, pair_key, pair_table_bits, probe_pair, BpeModel, ModelSource, PairIds, PAIR_EMPTY,
+    PAIR_ID_BITS,
 };
 use crate::parallel::Pool;
 use crate::pretokenize::Splitter;
@@ -361,7 +363,7 @@ pub struct Encoder<'m> {
     /// every BPE without touching the large table.
     byte_pairs: Box<[u32]>,
     /// For models with few pairs (trained vocabularies): pair -> id, open addressing.
-    flat_pairs: Option<FlatPairs>,
+    flat_pairs: Option<FlatPairs<'m>>,
     /// Sequences up to this length take the scan ([`Encoder::bpe_scan`]): [`SHORT`]
     /// when every id fits beside a position in a u32 key, shorter for huge
     /// vocabularies.
@@ -387,8 +389,10 @@ const FLAT_PAIRS_MAX: usize = 1 << 17;
 /// stays in L2). Measured on line records with a 32k `--split none` model: about twice
 /// as fast as the model's hash map behind the pair cache, and the 8-byte slots a
 /// further ~15% over 16-byte ones.
-struct FlatPairs {
-    slots: Vec<u64>,
+struct FlatPairs<'m> {
+    /// The model's own slot table when it has one (built-ins, model files), read in
+    /// place; else built here from its map.
+    slots: Cow<'m, [u64]>,
     bits: u32,
     /// One bit per hash of a pair, set for every merge's pair (a one-hash Bloom filter):
     /// most pairs a merge creates are no merge, and this array of 16 bits per merge
@@ -400,29 +404,30 @@ struct FlatPairs {
     bloom_shift: u32,
 }
 
-impl FlatPairs {
+impl<'m> FlatPairs<'m> {
     /// The table for `pairs`, or `None` when an id does not fit in [`PAIR_ID_BITS`].
-    fn new(pairs: &AHashMap<(u32, u32), u32>) -> Option<FlatPairs> {
-        let limit = (1u32 << PAIR_ID_BITS) - 1;
-        if pairs
-            .iter()
-            .any(|(&(a, b), &id)| a >= limit || b >= limit || id >= limit)
-        {
-            return None;
-        }
-        let bits = (2 * pairs.len().max(1))
-            .next_power_of_two()
-            .trailing_zeros()
-            .max(4);
-        let mut slots = vec![PAIR_EMPTY; 1 << bits];
+    fn new(pairs: &'m PairIds) -> Option<FlatPairs<'m>> {
+        let (slots, bits) = match pairs.table() {
+            Some(table) => (Cow::Borrowed(table.slots()), table.bits()),
+            None => {
+                let bits = pair_table_bits(pairs.len());
+                let mut slots = vec![PAIR_EMPTY; 1 << bits];
+                for (&(a, b), &id) in pairs.iter() {
+                    if id >= 1 << PAIR_ID_BITS {
+                        return None;
+                    }
+                    insert_pair(&mut slots, bits, pair_key(a, b)?, id);
+                }
+                (Cow::Owned(slots), bits)
+            }
+        };
         // Sixteen bits per pair, in whole u64 words: one false positive in 16.
-        let bloom_bits = (16 * pairs.len().max(1)).next_power_of_two().max(64);
+        let count = pairs.count();
+        let bloom_bits = (16 * count.max(1)).next_power_of_two().max(64);
         let mut bloom = vec![0u64; bloom_bits / 64];
         let bloom_shift = 64 - bloom_bits.trailing_zeros();
-        for (&(a, b), &id) in pairs {
-            let key = pair_key(a, b)?;
-            insert_pair(&mut slots, bits, key, id);
-            let bit = Self::bloom_bit(key, bloom_shift);
+        for &slot in slots.iter().filter(|&&slot| slot != PAIR_EMPTY) {
+            let bit = Self::bloom_bit(slot >> PAIR_ID_BITS, bloom_shift);
             bloom[bit / 64] |= 1 << (bit % 64);
         }
         Some(FlatPairs {

@@ -99,12 +99,14 @@ pub struct PairIds {
     table: PairTable,
 }
 
-/// A hash table of pairs in the layout `build.rs` writes: `2^bits` little-endian u64
-/// slots `a << 42 | b << 21 | id` (all ones: empty), linear probing from the
-/// multiplicative hash of `a << 21 | b`.
-#[derive(Debug, Clone, Copy, Default)]
+/// A hash table of pairs in the layout `build.rs` writes: `2^bits` u64 slots
+/// `a << 42 | b << 21 | id` (all ones: empty), linear probing from the multiplicative
+/// hash of `a << 21 | b`. A built-in's is read in place from the binary; a model file's
+/// is filled as its lines are read ([`PairTable::with_capacity`]), and the encoder reads
+/// either in place.
+#[derive(Debug, Clone, Default)]
 pub struct PairTable {
-    slots: &'static [u8],
+    slots: Cow<'static, [u64]>,
     bits: u32,
     count: usize,
 }
@@ -143,32 +145,76 @@ pub(crate) fn probe_pair(key: u64, bits: u32, slot: impl Fn(usize) -> u64) -> Op
     }
 }
 
-/// Puts `key -> id` into a slot table of `2^bits` slots (at most half full).
-pub(crate) fn insert_pair(slots: &mut [u64], bits: u32, key: u64, id: u32) {
+/// Puts `key -> id` into a slot table of `2^bits` slots (at most half full), unless
+/// `key` is there already: then it returns false and changes nothing.
+pub(crate) fn insert_pair(slots: &mut [u64], bits: u32, key: u64, id: u32) -> bool {
     let mask = (1usize << bits) - 1;
     let mut at = (key.wrapping_mul(PAIR_HASH) >> (64 - bits)) as usize;
-    while slots[at] != PAIR_EMPTY {
+    loop {
+        let value = slots[at];
+        if value == PAIR_EMPTY {
+            slots[at] = key << PAIR_ID_BITS | u64::from(id);
+            return true;
+        }
+        if value >> PAIR_ID_BITS == key {
+            return false;
+        }
         at = (at + 1) & mask;
     }
-    slots[at] = key << PAIR_ID_BITS | u64::from(id);
+}
+
+/// The number of slot bits for a table of `pairs` pairs (at most half full).
+pub(crate) fn pair_table_bits(pairs: usize) -> u32 {
+    (2 * pairs.max(1))
+        .next_power_of_two()
+        .trailing_zeros()
+        .max(4)
 }
 
 impl PairTable {
-    /// The table in `slots` (`2^bits` slots holding `count` pairs), or `None` if the
-    /// bytes are not that many slots.
+    /// The table in `slots` (`2^bits` little-endian slots holding `count` pairs), or
+    /// `None` if the bytes are not that many slots.
     pub fn new(slots: &'static [u8], bits: u32, count: usize) -> Option<PairTable> {
-        ((1..40).contains(&bits) && slots.len() == 8 << bits).then_some(PairTable {
-            slots,
+        if !(1..40).contains(&bits) || slots.len() != 8 << bits {
+            return None;
+        }
+        Some(PairTable {
+            slots: crate::blob::le_words(slots, u64::from_le_bytes)?,
             bits,
             count,
         })
     }
 
-    fn slot(&self, at: usize) -> u64 {
-        let bytes = &self.slots[8 * at..8 * at + 8];
-        u64::from_le_bytes([
-            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-        ])
+    /// An empty table with room for `capacity` pairs, to fill with [`insert`](Self::insert).
+    pub(crate) fn with_capacity(capacity: usize) -> PairTable {
+        let bits = pair_table_bits(capacity);
+        PairTable {
+            slots: vec![PAIR_EMPTY; 1 << bits].into(),
+            bits,
+            count: 0,
+        }
+    }
+
+    /// Adds `(a, b) -> id`: `Some(true)` if the pair was new, `Some(false)` (and nothing
+    /// changed) if it was there; `None` if an id does not fit [`PAIR_ID_BITS`] bits or the
+    /// table is as full as its capacity.
+    pub(crate) fn insert(&mut self, a: u32, b: u32, id: u32) -> Option<bool> {
+        let key = pair_key(a, b)?;
+        if id >= 1 << PAIR_ID_BITS || 2 * self.count >= self.slots.len() {
+            return None;
+        }
+        let new = insert_pair(self.slots.to_mut(), self.bits, key, id);
+        self.count += usize::from(new);
+        Some(new)
+    }
+
+    /// The slots, `2^bits` of them.
+    pub(crate) fn slots(&self) -> &[u64] {
+        &self.slots
+    }
+
+    pub(crate) fn bits(&self) -> u32 {
+        self.bits
     }
 
     /// The id of pair `(a, b)`.
@@ -177,14 +223,15 @@ impl PairTable {
         if self.slots.is_empty() {
             return None;
         }
-        probe_pair(pair_key(a, b)?, self.bits, |at| self.slot(at))
+        probe_pair(pair_key(a, b)?, self.bits, |at| self.slots[at])
     }
 
     /// Every `(a, b, id)` in the table.
     fn iter(&self) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
         let field = u64::from((1u32 << PAIR_ID_BITS) - 1);
-        (0..self.slots.len() / 8)
-            .map(|at| self.slot(at))
+        self.slots
+            .iter()
+            .copied()
             .filter(|&slot| slot != PAIR_EMPTY)
             .map(move |slot| {
                 (
@@ -197,7 +244,8 @@ impl PairTable {
 }
 
 impl PairIds {
-    /// Pairs read from a compiled-in table; the map is filled from it on first use.
+    /// Pairs read from a table (compiled in, or filled from a model file); the map is
+    /// filled from it on first use.
     pub fn from_table(table: PairTable) -> PairIds {
         PairIds {
             map: OnceLock::new(),
@@ -214,6 +262,11 @@ impl PairIds {
         } else {
             self.table.get(a, b)
         }
+    }
+
+    /// The slot table, when the pairs came as one (built-ins and model files).
+    pub(crate) fn table(&self) -> Option<&PairTable> {
+        (!self.table.slots.is_empty()).then_some(&self.table)
     }
 
     /// The number of pairs (without filling the map).
@@ -350,5 +403,30 @@ impl BpeModel {
             token_bytes: token_bytes.into(),
             token_offsets: token_offsets.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The built-ins' pair tables are read in place from the binary (their slots start
+    /// 8-aligned in the blob), and a model file's table is the one its parse filled.
+    #[test]
+    fn pair_tables_are_read_in_place() {
+        for name in crate::tiktoken::BUILTINS {
+            let model = crate::tiktoken::builtin(name).unwrap();
+            let table = model.merge_ids.table().unwrap();
+            if cfg!(target_endian = "little") {
+                assert!(matches!(table.slots, Cow::Borrowed(_)), "{name}");
+            }
+        }
+        let file = b"{\"kind\":\"bpe\",\"version\":1,\"split\":\"none\"}\n\
+            {\"id\":256,\"pair\":[97,98],\"text\":\"ab\",\"count\":2}\n";
+        let model = crate::modelfile::parse(file, ModelSource::Builtin("t"), "t").unwrap();
+        let Model::Bpe(model) = model else { panic!() };
+        assert_eq!(model.merge_ids.table().unwrap().count, 1);
+        assert_eq!(model.merge_ids.id(97, 98), Some(256));
+        assert_eq!(model.merge_ids.id(98, 97), None);
     }
 }

@@ -117,7 +117,7 @@ fn from_blob(
     let pairs_at = 257 + n + 1;
     let n_pairs = word(pairs_at)? as usize;
     let bits = word(pairs_at + 1)?;
-    let table_at = 4 * (pairs_at + 2);
+    let table_at = (4 * (pairs_at + 2)).next_multiple_of(8);
     let table_len = 8usize.checked_shl(bits)?;
     let table = PairTable::new(blob.get(table_at..table_at + table_len)?, bits, n_pairs)?;
     let merge_ids = PairIds::from_table(table);
