@@ -101,18 +101,9 @@ fn from_blob(
         let b = blob.get(4 * i..4 * i + 4)?;
         Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     };
-    let words = |from: usize, count: usize| -> Option<Vec<u32>> {
-        let bytes = blob.get(4 * from..4 * (from + count))?;
-        Some(
-            bytes
-                .chunks_exact(4)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-        )
-    };
     let n = word(0)? as usize;
     let mut base_id_of_byte = [0u32; 256];
-    base_id_of_byte.copy_from_slice(&words(1, 256)?);
+    base_id_of_byte.copy_from_slice(&le_words(blob.get(4..4 * 257)?, u32::from_le_bytes)?);
     let token_offsets = le_words(blob.get(4 * 257..4 * (257 + n + 1))?, u32::from_le_bytes)?;
     let pairs_at = 257 + n + 1;
     let n_pairs = word(pairs_at)? as usize;
