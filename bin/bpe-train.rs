@@ -109,6 +109,12 @@ fn main() -> ExitCode {
                     "bpe-train: stopped after {learned} of {wanted} merges: no pair left to merge"
                 ));
             }
+            TrainEvent::OverLimit { kept, wanted } => {
+                cli::stderr_line(format_args!(
+                    "bpe-train: stopped after {kept} of {wanted} merges: the next one would \
+                     take the tokens past 4 GiB in all (the model format's limit)"
+                ));
+            }
         });
         if let Some(Some(bar)) = bar {
             bar.finish_and_clear();

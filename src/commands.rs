@@ -10,7 +10,7 @@ use crate::decode::{decode_ids, vocab_size, DecodeBuf, DecodeTable};
 use crate::encode::{AllowedSpecial, Encoder};
 use crate::error::{Error, Result};
 use crate::input::{self, Source};
-use crate::model::{Model, SpecialToken, SplitSpec};
+use crate::model::{self, Model, SpecialToken, SplitSpec};
 use crate::modelfile::{self, StreamModel};
 use crate::ndjson;
 use crate::parallel::Pool;
@@ -83,6 +83,9 @@ pub enum TrainEvent<'a> {
     },
     /// No pair was left after `learned` merges, short of the `wanted` ones.
     Exhausted { learned: usize, wanted: usize },
+    /// Only the first `kept` of the `wanted` merges are written: the next one learned
+    /// would take the tokens past the model format's limit ([`model::MAX_TOKEN_BYTES`]).
+    OverLimit { kept: usize, wanted: usize },
 }
 
 /// The seed's `--verbose` line: `merge 1/3: (104, 97) -> 256 (b'ha') had 3 occurrences`.
@@ -246,13 +249,18 @@ pub fn train(
             )
         }
     };
-    if merges.len() < wanted {
+    let mut pairs: Vec<(u32, u32)> = merges.iter().map(|m| m.pair).collect();
+    let kept = model::merges_within_limit(&pairs);
+    if kept < pairs.len() {
+        pairs.truncate(kept);
+        events(TrainEvent::OverLimit { kept, wanted });
+    } else if merges.len() < wanted {
         events(TrainEvent::Exhausted {
             learned: merges.len(),
             wanted,
         });
     }
-    let first_special = 256 + merges.len() as u32;
+    let first_special = 256 + pairs.len() as u32;
     let specials: Vec<SpecialToken> = config
         .specials
         .iter()
@@ -262,8 +270,7 @@ pub fn train(
             id: first_special + k as u32,
         })
         .collect();
-    let pairs: Vec<(u32, u32)> = merges.iter().map(|m| m.pair).collect();
-    let counts: Vec<u64> = merges.iter().map(|m| m.count).collect();
+    let counts: Vec<u64> = merges.iter().take(kept).map(|m| m.count).collect();
     modelfile::write_bpe(out, config.split.as_ref(), &specials, &pairs, &counts)
         .map_err(Error::write)
 }

@@ -27,9 +27,10 @@
 //! ```
 //!
 //! `id` is 256 on line 2 and consecutive after it; both `pair` members are ids defined
-//! before (`< id`); no pair appears twice. `text` (the token's bytes when they are UTF-8)
-//! or `hex` (lowercase hex of the bytes otherwise) and `count` (the pair's count when
-//! learned) are for people and are not used by readers. Any prefix of a model file
+//! before (`< id`); no pair appears twice; the tokens (each its pair's two end to end)
+//! hold at most [`model::MAX_TOKEN_BYTES`] in all. `text` (the token's bytes when they
+//! are UTF-8) or `hex` (lowercase hex of the bytes otherwise) and `count` (the pair's
+//! count when learned) are for people and are not used by readers. Any prefix of a model file
 //! (`head -n K`) is therefore a valid, smaller model.
 
 use std::fs;
@@ -388,8 +389,16 @@ fn parse_bpe(
             ));
         }
     }
-    // `BpeModel::from_merges` without building the pair map a second time.
-    let (token_bytes, token_offsets) = model::token_table(&base_id_of_byte, &merges);
+    // `BpeModel::from_merges` without building the pair map a second time. Merge `k` is
+    // on line `k + 2`: every line after the header is a merge.
+    let (token_bytes, token_offsets) =
+        model::token_table(&base_id_of_byte, &merges).map_err(|k| {
+            Error::data(format!(
+                "merge {} takes the tokens past 4 GiB in all (the model format's limit)",
+                256 + k
+            ))
+            .at_line(file, k as u64 + 2)
+        })?;
     Ok(BpeModel {
         source,
         split,
@@ -452,6 +461,15 @@ pub fn write_bpe(
     merges: &[(u32, u32)],
     counts: &[u64],
 ) -> io::Result<()> {
+    let (bytes, offsets) = model::token_table(&model::identity_bytes(), merges).map_err(|k| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "merge {} takes the tokens past 4 GiB in all (the model format's limit)",
+                256 + k
+            ),
+        )
+    })?;
     let mut header = String::from("{\"kind\":\"bpe\",\"version\":1,\"split\":");
     match split {
         None => header.push_str("\"none\",\"pattern\":null"),
@@ -478,7 +496,6 @@ pub fn write_bpe(
     header.push_str("}\n");
     w.write_all(header.as_bytes())?;
 
-    let (bytes, offsets) = model::token_table(&model::identity_bytes(), merges);
     let mut line = Vec::with_capacity(128);
     for (k, &(a, b)) in merges.iter().enumerate() {
         let id = 256 + k;

@@ -231,8 +231,18 @@ fn any_prefix_of_a_model_file_is_a_valid_model() {
 fn malformed_models_name_file_and_line() {
     let dir = scratch("badmodel");
     let header = r#"{"kind":"bpe","version":1,"split":"none","pattern":null}"#;
+    // Each merge doubles the longest token: 30 of them hold 4 GiB, past the format's
+    // limit (u32 offsets); a loader must refuse the file, not panic or wrap around.
+    let doubling: String = std::iter::once(format!("{header}\n{{\"id\":256,\"pair\":[97,97]}}"))
+        .chain((257..300).map(|id| format!("{{\"id\":{id},\"pair\":[{},{}]}}", id - 1, id - 1)))
+        .collect::<Vec<_>>()
+        .join("\n");
     let cases: &[(&str, &str)] = &[
         ("", "m.json: empty model file"),
+        (
+            &doubling,
+            "m.json:32: merge 286 takes the tokens past 4 GiB in all (the model format's limit)",
+        ),
         ("not json\n", "m.json:1: malformed model header"),
         (
             r#"{"kind":"bpe","version":2}"#,
