@@ -30,8 +30,8 @@
 //! before (`< id`); no pair appears twice; the tokens (each its pair's two end to end)
 //! hold at most [`model::MAX_TOKEN_BYTES`] in all. `text` (the token's bytes when they
 //! are UTF-8) or `hex` (lowercase hex of the bytes otherwise) and `count` (the pair's
-//! count when learned) are for people and are not used by readers. Any prefix of a model file
-//! (`head -n K`) is therefore a valid, smaller model.
+//! count when learned) are for people and are not used by readers. Any prefix of a
+//! model file (`head -n K`) is therefore a valid, smaller model.
 
 use std::fs;
 use std::io::{self, Write};
@@ -221,17 +221,24 @@ fn parse_plain_merge(line: &[u8]) -> Option<(u64, (u64, u64))> {
     // surrogate rules are left to the JSON parser). Measured: 2,533 of the 32k model's
     // 32,512 merge lines have such escapes (a `\n`, a quote); read by the JSON parser,
     // they took ~1 ms of the ~9 ms load.
-    let mut end = 0;
+    // Most display strings are ASCII, which needs no UTF-8 check (32k model: parse
+    // 2.19 -> 2.05 ms without a call per ASCII line).
+    let (mut end, mut ascii) = (0, true);
     loop {
         match *rest.get(end)? {
             b'"' => break,
             b'\\' if b"\"\\/bfnrt".contains(rest.get(end + 1)?) => end += 2,
             b'\\' => return None,
             b if b < 0x20 => return None,
-            _ => end += 1,
+            b => {
+                ascii &= b < 0x80;
+                end += 1;
+            }
         }
     }
-    std::str::from_utf8(&rest[..end]).ok()?;
+    if !ascii {
+        std::str::from_utf8(&rest[..end]).ok()?;
+    }
     let rest = rest[end..].strip_prefix(b"\"")?;
     let (_count, rest) = json_u64(rest.strip_prefix(b",\"count\":")?)?;
     (rest == b"}").then_some((id, (a, b)))
