@@ -356,7 +356,7 @@ pub const MAX_TOKEN_BYTES: u64 = u32::MAX as u64;
 ///
 /// # Panics
 /// If a merge uses an id not defined before it.
-fn token_offsets(merges: &[(u32, u32)]) -> std::result::Result<Vec<u32>, usize> {
+pub(crate) fn token_offsets(merges: &[(u32, u32)]) -> std::result::Result<Vec<u32>, usize> {
     let mut offsets: Vec<u32> = Vec::with_capacity(257 + merges.len());
     offsets.extend(0..=256);
     let mut end = 256u32;
@@ -394,10 +394,20 @@ pub fn token_table(
     merges: &[(u32, u32)],
 ) -> std::result::Result<(Vec<u8>, Vec<u32>), usize> {
     let offsets = token_offsets(merges)?;
+    Ok((token_bytes(base_id_of_byte, merges, &offsets), offsets))
+}
+
+/// The token bytes of `merges` (the first half of [`token_table`]) at `offsets`, their
+/// [`token_offsets`].
+pub(crate) fn token_bytes(
+    base_id_of_byte: &[u32; 256],
+    merges: &[(u32, u32)],
+    offsets: &[u32],
+) -> Vec<u8> {
     let end = offsets[offsets.len() - 1];
     // Most tokens are short: each is copied as one fixed block of CHUNK bytes, which
     // compiles to a load and a store where a copy of the exact length calls `memmove`
-    // (0.55 -> 0.16 ms for a 32k model). The bytes a block copies past its token are
+    // (0.55 -> 0.09-0.2 ms for a 32k model). The bytes a block copies past its token are
     // overwritten by the next copy, or fall in the CHUNK bytes of slack cut at the end.
     const CHUNK: usize = 16;
     let total = end as usize;
@@ -421,7 +431,7 @@ pub fn token_table(
         }
     }
     bytes.truncate(total);
-    Ok((bytes, offsets))
+    bytes
 }
 
 /// The identity byte mapping of trained models.

@@ -161,8 +161,10 @@ fn parse_beside<T: Send>(
         Some("bpe") => crate::parallel::both(
             true,
             || {
-                // Room for every line up front: growing the tables rehashes them.
-                let lines = memchr::memchr_iter(b'\n', body).count() + 1;
+                // Room for every merge up front: the shortest valid merge line,
+                // `{"id":256,"pair":[1,2]}` and its newline, is 24 bytes (pages of the
+                // room never used are never touched).
+                let lines = body.len() / 24 + 1;
                 parse_bpe(&header, &mut numbered, lines, source, file).map(Model::Bpe)
             },
             beside,
@@ -271,6 +273,27 @@ fn parse_json_merge(line: &[u8]) -> std::result::Result<(u64, (u64, u64)), Strin
     Ok((id, pair))
 }
 
+/// The pair of merge line `line`, which must have id `expected`, or what is wrong with it.
+fn parse_merge_line(line: &[u8], expected: u64) -> std::result::Result<(u32, u32), String> {
+    let (id, pair) = match parse_plain_merge(line) {
+        Some(fields) => fields,
+        None => parse_json_merge(line)?,
+    };
+    if id != expected {
+        return Err(format!(
+            "merge id {id} out of order (expected {expected}: ids are consecutive from 256)"
+        ));
+    }
+    for member in [pair.0, pair.1] {
+        if member >= expected {
+            return Err(format!(
+                "pair member {member} is not defined before merge {expected}"
+            ));
+        }
+    }
+    Ok((pair.0 as u32, pair.1 as u32))
+}
+
 fn parse_bpe(
     header: &Map<String, Value>,
     lines: &mut dyn Iterator<Item = (u64, &[u8])>,
@@ -342,47 +365,58 @@ fn parse_bpe(
     };
     let specials = parse_specials(header.get("special_tokens"), file)?;
 
-    // Pair -> id, which also finds a pair merged twice: a slot table sized for every line
-    // up front, which the encoder then reads in place (a hash map took ~25 ns per
-    // insert, and the encoder built its own table from it: ~1 of the ~5.5 ms a 32k model
-    // took to load); a map for models whose ids do not fit a slot (over 2 M merges).
+    // The lines first, up to the first bad one; then the checks across lines, over the
+    // merges read: a pair merged twice, tokens past the format's limit. Merge `k` is on
+    // line `k + 2` (every line after the header is a merge), so whichever check finds
+    // it, the problem on the earliest line is the one reported.
     let mut merges: Vec<(u32, u32)> = Vec::with_capacity(lines_hint);
-    let mut table =
-        (256 + lines_hint < 1 << model::PAIR_ID_BITS).then(|| PairTable::with_capacity(lines_hint));
-    let mut map: ahash::AHashMap<(u32, u32), u32> = ahash::AHashMap::new();
-    if table.is_none() {
-        map.reserve(lines_hint);
-    }
+    let mut stopped: Option<Error> = None;
     for (line_no, line) in lines {
-        let at = |m: String| Error::data(m).at_line(file, line_no);
-        let expected = 256 + merges.len() as u64;
-        let (id, pair) = match parse_plain_merge(line) {
-            Some(fields) => fields,
-            None => parse_json_merge(line).map_err(at)?,
-        };
-        if id != expected {
-            return Err(at(format!(
-                "merge id {id} out of order (expected {expected}: ids are consecutive from 256)"
-            )));
-        }
-        for member in [pair.0, pair.1] {
-            if member >= expected {
-                return Err(at(format!(
-                    "pair member {member} is not defined before merge {expected}"
-                )));
+        match parse_merge_line(line, 256 + merges.len() as u64) {
+            Ok(pair) => merges.push(pair),
+            Err(message) => {
+                stopped = Some(Error::data(message).at_line(file, line_no));
+                break;
             }
         }
-        let pair = (pair.0 as u32, pair.1 as u32);
-        let new = match &mut table {
-            Some(table) => table
-                .insert(pair.0, pair.1, expected as u32)
-                .ok_or_else(|| at("more merges than lines".to_string()))?,
-            None => map.insert(pair, expected as u32).is_none(),
-        };
-        if !new {
-            return Err(at(format!("pair [{},{}] is merged twice", pair.0, pair.1)));
-        }
-        merges.push(pair);
+    }
+    let at_merge = |k: usize, message: String| Error::data(message).at_line(file, k as u64 + 2);
+    let over_limit = |k: usize| {
+        format!(
+            "merge {} takes the tokens past 4 GiB in all (the model format's limit)",
+            256 + k
+        )
+    };
+    // A slot table, which the encoder then reads in place (a hash map took ~25 ns per
+    // insert, and the encoder built its own table from it); a map for models whose ids
+    // do not fit a slot (over 2 M merges).
+    let (merge_ids, twice) = if 256 + merges.len() < 1 << model::PAIR_ID_BITS {
+        let mut table = PairTable::with_capacity(merges.len());
+        // `insert` cannot say `None` here (the table has room for every merge, and ids
+        // are below 2^21); it would be reported as a pair merged twice.
+        let twice = merges
+            .iter()
+            .enumerate()
+            .position(|(k, &(a, b))| table.insert(a, b, 256 + k as u32) != Some(true));
+        (PairIds::from_table(table), twice)
+    } else {
+        let mut map: ahash::AHashMap<(u32, u32), u32> = ahash::AHashMap::new();
+        map.reserve(merges.len());
+        let twice = (merges.iter().enumerate())
+            .position(|(k, &pair)| map.insert(pair, 256 + k as u32).is_some());
+        (map.into(), twice)
+    };
+    // Token lengths first, so that no token bytes are built for a file that asks for
+    // gigabytes of them: a few lines can (see `model::token_table`).
+    let distinct = twice.unwrap_or(merges.len());
+    let token_offsets =
+        model::token_offsets(&merges[..distinct]).map_err(|k| at_merge(k, over_limit(k)))?;
+    if let Some(k) = twice {
+        let (a, b) = merges[k];
+        return Err(at_merge(k, format!("pair [{a},{b}] is merged twice")));
+    }
+    if let Some(error) = stopped {
+        return Err(error);
     }
     let first_free = 256 + merges.len() as u32;
     for special in &specials {
@@ -396,26 +430,14 @@ fn parse_bpe(
             ));
         }
     }
-    // `BpeModel::from_merges` without building the pair map a second time. Merge `k` is
-    // on line `k + 2`: every line after the header is a merge.
-    let (token_bytes, token_offsets) =
-        model::token_table(&base_id_of_byte, &merges).map_err(|k| {
-            Error::data(format!(
-                "merge {} takes the tokens past 4 GiB in all (the model format's limit)",
-                256 + k
-            ))
-            .at_line(file, k as u64 + 2)
-        })?;
+    let token_bytes = model::token_bytes(&base_id_of_byte, &merges, &token_offsets);
     Ok(BpeModel {
         source,
         split,
         specials,
         base_id_of_byte,
         merges,
-        merge_ids: match table {
-            Some(table) => PairIds::from_table(table),
-            None => map.into(),
-        },
+        merge_ids,
         token_bytes: token_bytes.into(),
         token_offsets: token_offsets.into(),
     })

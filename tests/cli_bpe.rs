@@ -243,6 +243,18 @@ fn malformed_models_name_file_and_line() {
             &doubling,
             "m.json:32: merge 286 takes the tokens past 4 GiB in all (the model format's limit)",
         ),
+        // The problem on the earliest line is named, whichever check finds it.
+        (
+            &format!("{doubling}\nnot json"),
+            "m.json:32: merge 286 takes the tokens past 4 GiB",
+        ),
+        (
+            &format!(
+                "{header}\n{{\"id\":256,\"pair\":[1,2]}}\n{{\"id\":257,\"pair\":[1,2]}}\n\
+                 {{\"id\":258,\"pair\":[1,2000]}}"
+            ),
+            "m.json:3: pair [1,2] is merged twice",
+        ),
         ("not json\n", "m.json:1: malformed model header"),
         (
             r#"{"kind":"bpe","version":2}"#,
