@@ -197,6 +197,43 @@ fn stream_header_names_the_model_and_decode_follows_it() {
         .stderr(predicate::str::contains("other content"));
 }
 
+/// The parse reads canonical merge lines on a fast path and anything else through the
+/// JSON parser: CRLF line ends, a last line without its newline, and merges written
+/// with spaces and fields in another order are the same model.
+#[test]
+fn model_files_in_other_valid_forms_are_the_same_model() {
+    let dir = scratch("forms");
+    let text = b"the cat sat on the mat with the hat, \"quoted\" \\ and caf\xc3\xa9s\n";
+    let model = String::from_utf8(train(&dir, text, &["--vocab-size", "300"])).unwrap();
+    let reordered: String = model
+        .lines()
+        .enumerate()
+        .map(|(k, line)| {
+            if k == 0 {
+                return format!("{line}\n");
+            }
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            format!("{{ \"pair\" : {} , \"id\" : {} }}\n", v["pair"], v["id"])
+        })
+        .collect();
+    let encode = |model_text: &str| {
+        fs::write(dir.join("m.json"), model_text).unwrap();
+        tool("bpe-encode", &dir)
+            .args(["-m", "m.json", "--no-header"])
+            .write_stdin(&text[..])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone()
+    };
+    let ids = encode(&model);
+    assert!(ids.len() < 2 * text.len(), "the model merges something");
+    assert_eq!(encode(&model.replace('\n', "\r\n")), ids);
+    assert_eq!(encode(model.trim_end()), ids);
+    assert_eq!(encode(&reordered), ids);
+}
+
 #[test]
 fn any_prefix_of_a_model_file_is_a_valid_model() {
     let dir = scratch("prefix");
@@ -287,6 +324,17 @@ fn malformed_models_name_file_and_line() {
         (
             &format!("{header}\n[1,2]"),
             "m.json:2: expected a merge object",
+        ),
+        (
+            &format!("{header}\n{{\"id\":256,\"pair\":[1,2],\"text\":\"a\",\"count\":1}}x"),
+            "m.json:2: malformed merge line",
+        ),
+        (
+            &format!(
+                "{header}\n{{\"id\":256,\"pair\":[1,2],\"text\":\"a\",\"count\":1}}\n\n\
+                 {{\"id\":257,\"pair\":[1,3],\"text\":\"b\",\"count\":1}}"
+            ),
+            "m.json:3: malformed merge line",
         ),
         (
             r#"{"kind":"bpe","version":1,"split":"custom","pattern":"(unclosed"}"#,
