@@ -349,6 +349,7 @@ enum CutRule {
 }
 
 impl CutRule {
+    /// The rule for `model`'s `--whole` texts.
     fn of(model: &BpeModel) -> CutRule {
         match model.split {
             Some(_) => CutRule::Splitter,
@@ -364,8 +365,9 @@ impl CutRule {
     /// The byte pairs inside some token of `model`: bit `x * 256 + y` set for `x y`.
     fn pairs_inside_tokens(model: &BpeModel) -> Box<[u64; 1024]> {
         let mut bits = Box::new([0u64; 1024]);
-        for id in 0..model.token_offsets.len().saturating_sub(1) {
-            for w in model.token(id as u32).unwrap_or_default().windows(2) {
+        for ends in model.token_offsets.windows(2) {
+            let token = &model.token_bytes[ends[0] as usize..ends[1] as usize];
+            for w in token.windows(2) {
                 set_byte_pair(&mut bits, w[0], w[1]);
             }
         }

@@ -397,8 +397,8 @@ pub fn token_table(
     Ok((token_bytes(base_id_of_byte, merges, &offsets), offsets))
 }
 
-/// The token bytes of `merges` (the first half of [`token_table`]) at `offsets`, their
-/// [`token_offsets`].
+/// The token bytes of `merges` (the second half of [`token_table`]), placed at
+/// `offsets`, their [`token_offsets`].
 pub(crate) fn token_bytes(
     base_id_of_byte: &[u32; 256],
     merges: &[(u32, u32)],
@@ -543,7 +543,7 @@ mod tests {
     }
 
     /// Tokens that double with each merge pass the 4 GiB limit at the merge that takes
-    /// their sum past it (a model file of 40 lines must not make a loader panic).
+    /// their sum past it (a model file of a few dozen lines must not make a loader panic).
     #[test]
     fn tokens_past_the_limit_are_refused() {
         let chain: Vec<(u32, u32)> = std::iter::once((97, 97))
