@@ -1285,6 +1285,47 @@ mod tests {
     use super::*;
     use crate::model::{identity_bytes, ModelSource};
 
+    /// The radix queue pops what a plain binary min-heap pops, pushes and pops
+    /// interleaved as the encoder does them (each push at or above the last pop while
+    /// monotone; in some cases, now and then a smaller key, which moves everything to
+    /// the fallback heap), with few and many items, narrow and wide key spreads.
+    #[test]
+    fn merge_queue_pops_like_a_binary_heap() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut below = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let mut queue = MergeQueue::default();
+        for case in 0..24u64 {
+            queue.reset();
+            let mut naive = BinaryHeap::new();
+            let items = [10, 1000, 70_000, 200_000][(case % 4) as usize];
+            let spread = [1 << 3, 1 << 20, 1 << 40][(case % 3) as usize];
+            let breaks_monotone = case % 5 == 4;
+            for _ in 0..items {
+                let key = below(spread);
+                queue.push(key);
+                naive.push(Reverse(key));
+            }
+            while let Some(Reverse(last)) = naive.pop() {
+                assert_eq!(queue.pop(), Some(last), "case {case}");
+                if below(3) == 0 {
+                    let key = if breaks_monotone && below(50) == 0 {
+                        below(spread)
+                    } else {
+                        last + below(spread)
+                    };
+                    queue.push(key);
+                    naive.push(Reverse(key));
+                }
+            }
+            assert_eq!(queue.pop(), None, "case {case}");
+        }
+    }
+
     /// The cut rule's byte pairs from the merges alone equal those read from every
     /// token's bytes, on random merge lists (tiny alphabets, long tokens) over the
     /// identity and a permuted byte order.
