@@ -140,6 +140,11 @@
 //!   pass ends (fewer stores in the loop, one more pass over the new occurrences):
 //!   1.99-2.01 ms; no touch ahead: 2.01-2.02 ms; a live separator slot after the last
 //!   position, so that `next` needs no end test: 2.23 ms (the loop compiled worse).
+//! - On the Intel model-167 host (2026-12-01 evening; whole process, 6 alternated rounds
+//!   of 201 runs): also touching the records linked from the slots before and after the
+//!   entry 8 ahead (as the slot 16 ahead is touched): 4.33 -> 4.50 ms. Not kept. Shares
+//!   of a whole run's samples there: merge passes 42%, `initial_count` 13%, `finish_pass`
+//!   9.5%, `pick` 2.6%, the kernel 15%, glibc's `cpuid` start-up 9% (BENCHMARKS.md).
 
 use super::engine::{delete_run, next_live, prev_live, Weights, DEL, NONE, SEP};
 use super::queue::{PairHeap, PairQueue};
