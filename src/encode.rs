@@ -1291,13 +1291,7 @@ mod tests {
     /// the fallback heap), with few and many items, narrow and wide key spreads.
     #[test]
     fn merge_queue_pops_like_a_binary_heap() {
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut below = |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut below = crate::test_rng::below_u64(0x2545_F491_4F6C_DD1D);
         let mut queue = MergeQueue::default();
         for case in 0..24u64 {
             queue.reset();
@@ -1331,13 +1325,7 @@ mod tests {
     /// identity and a permuted byte order.
     #[test]
     fn byte_pairs_from_merges_equal_those_inside_tokens() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut below = |n: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n as u64) as usize
-        };
+        let mut below = crate::test_rng::below_usize(0x9E37_79B9_7F4A_7C15);
         for case in 0..300 {
             let alphabet: Vec<u32> = (0..1 + below(if case % 2 == 0 { 3 } else { 256 }))
                 .map(|_| below(256) as u32)

@@ -17,6 +17,8 @@ pub mod modelfile;
 pub mod ndjson;
 pub mod parallel;
 pub mod pretokenize;
+#[cfg(test)]
+mod test_rng;
 pub mod tiktoken;
 pub mod train;
 pub mod word;

@@ -502,13 +502,7 @@ mod tests {
     /// lists with short and long tokens, over the identity and a reversed byte order.
     #[test]
     fn token_table_equals_a_plain_build() {
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut below = |n: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n as u64) as usize
-        };
+        let mut below = crate::test_rng::below_usize(0x2545_F491_4F6C_DD1D);
         for case in 0..200 {
             let mut base = identity_bytes();
             if case % 2 == 1 {

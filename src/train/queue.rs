@@ -152,13 +152,7 @@ mod tests {
     /// counts that rise after pops, give the naive queue's order.
     #[test]
     fn count_queue_pops_like_the_naive_queue() {
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut random = |below: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % below
-        };
+        let mut random = crate::test_rng::below_u64(0x2545_F491_4F6C_DD1D);
         for round in 0..200 {
             let mut queue = CountQueue::new();
             let mut naive = Vec::new();
