@@ -11,15 +11,14 @@
 #
 # Usage: examples/seed-pipeline.sh [DIR]   (DIR keeps words.json; default: a temporary one)
 # Binaries come from $TOKSUITE_BIN if set, else this checkout's release build if there is
-# one (cargo build --release; .cargo/config.toml puts it under the target's triple), else
-# PATH.
+# one (cargo build --release), else PATH.
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ -n "${TOKSUITE_BIN:-}" ]; then
     PATH="$TOKSUITE_BIN:$PATH"
-elif [ -x "$root/target/x86_64-unknown-linux-gnu/release/bpe-train" ]; then
-    PATH="$root/target/x86_64-unknown-linux-gnu/release:$PATH"
+elif [ -x "$root/target/release/bpe-train" ]; then
+    PATH="$root/target/release:$PATH"
 fi
 for tool in bpe-train bpe-encode attn; do
     command -v "$tool" >/dev/null 2>&1 || {

@@ -7,7 +7,7 @@ set -eu
 cd "$(dirname "$0")/.."
 PY=${1:-/opt/pyenv/bin/python}
 cargo build --release --quiet --example attn-bench
-BIN=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/examples/attn-bench
+BIN=${CARGO_TARGET_DIR:-target}/release/examples/attn-bench
 echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cpus, commit $(git rev-parse --short HEAD), $(date -u +%F)"
 printf '%-6s %6s %5s %3s %-6s %9s %8s\n' tool T heads d mode seconds GFLOP/s
 for T in 1024 4096 16384; do

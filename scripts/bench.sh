@@ -40,8 +40,9 @@ CORPORA=${BENCH_CORPORA:-$ROOT/bench/corpora}
 OUT=${BENCH_OUT:-$ROOT/bench/out}
 VENV=$ROOT/bench/venv
 PEERS=$ROOT/scripts/bench/peers.py
-# .cargo/config.toml names the build target, so the binaries land under its triple.
-BIN=${BENCH_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/x86_64-unknown-linux-gnu/release}
+# The default (portable) release build; BENCH_BIN=target/x86_64-unknown-linux-gnu/release
+# (with BENCH_NO_BUILD) measures the tuned build of scripts/build-tuned.sh instead.
+BIN=${BENCH_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release}
 PIP_PINS=(tiktoken==0.14.0 rustbpe==0.1.0 tokenizers==0.23.3 sentencepiece==0.2.3)
 export RAYON_NUM_THREADS=2 LC_ALL=C
 

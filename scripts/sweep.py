@@ -7,7 +7,7 @@ its findings become tests.
 
 Usage: scripts/sweep.py [BIN_DIR] [SEED...]
   BIN_DIR  folder with the release binaries
-           (default target/x86_64-unknown-linux-gnu/release)
+           (default target/release)
   SEED     seeds to run (default 1 2)
 Exits 1 if any run misbehaved, printing each one.
 """
@@ -20,7 +20,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(
-    ROOT, "target", "x86_64-unknown-linux-gnu", "release")
+    ROOT, "target", "release")
 SEEDS = [int(s) for s in sys.argv[2:]] or [1, 2]
 problems = []
 

@@ -273,9 +273,16 @@ static PENDING: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new(
 /// job of a script) stays ignored. If the signals cannot be watched, a killed run leaves
 /// the temporary file, as it always does on SIGKILL.
 fn remove_on_signal(temp: &Path) {
+    lock_pending().push(temp.to_path_buf());
+    #[cfg(unix)]
+    watch_signals();
+}
+
+/// Starts the thread of [`remove_on_signal`], once.
+#[cfg(unix)]
+fn watch_signals() {
     use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
     static WATCH: std::sync::Once = std::sync::Once::new();
-    lock_pending().push(temp.to_path_buf());
     WATCH.call_once(|| {
         let Some(ignored) = ignored_signals() else {
             return;
@@ -302,12 +309,21 @@ fn remove_on_signal(temp: &Path) {
 /// The signals this process ignores, as the kernel's mask (bit `signal - 1`), read from
 /// `/proc/self/status`: a handler must not undo an ignore the run was started with, and
 /// asking the system directly (`sigaction`) would need `unsafe`. `None` if unknown.
+#[cfg(all(unix, target_os = "linux"))]
 fn ignored_signals() -> Option<u64> {
     let status = fs::read_to_string("/proc/self/status").ok()?;
     let mask = status
         .lines()
         .find_map(|line| line.strip_prefix("SigIgn:"))?;
     u64::from_str_radix(mask.trim(), 16).ok()
+}
+
+/// Off Linux there is no `/proc/self/status` to ask: `None`, so no handler is installed
+/// and an interrupted run may leave its temporary file behind (never a half-written
+/// FILE), rather than risk undoing a `nohup`.
+#[cfg(all(unix, not(target_os = "linux")))]
+fn ignored_signals() -> Option<u64> {
+    None
 }
 
 /// `temp` was renamed into place or removed: a signal no longer needs to remove it.

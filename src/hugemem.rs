@@ -11,7 +11,7 @@
 //! them with huge pages at all. The map is memmap2's safe anonymous map; on any failure
 //! the memory lives on the heap.
 
-use memmap2::{Advice, MmapMut, MmapOptions};
+use memmap2::{MmapMut, MmapOptions};
 use zerocopy::{FromBytes, IntoBytes};
 
 /// The huge page size of x86-64 (and of arm64 with 4 KB pages).
@@ -39,8 +39,10 @@ impl HugeBytes {
                 .len(len.next_multiple_of(HUGE_PAGE))
                 .map_anon()
             {
-                // Advice is a hint; without it the map still works.
-                let _ = map.advise(Advice::HugePage);
+                // Advice is a hint; without it (or off Linux, where there is no such
+                // advice) the map still works, in small pages.
+                #[cfg(target_os = "linux")]
+                let _ = map.advise(memmap2::Advice::HugePage);
                 return HugeBytes {
                     mem: Mem::Map(map),
                     len,
