@@ -5,8 +5,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use toksuite::cli::{self, CommonArgs, Output};
-use toksuite::commands::{self, DecodeConfig};
-use toksuite::modelfile;
+use toksuite::cmd::decode::{self, DecodeConfig};
+use toksuite::format;
+use toksuite::pretokenize;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -49,11 +50,11 @@ fn main() -> ExitCode {
     cli::run_main("bpe-decode", || {
         let sources = toksuite::input::sources(&args.common.files)?;
         let split = match &args.split {
-            Some(value) => commands::parse_split(value)?,
+            Some(value) => pretokenize::parse_split(value)?,
             None => None,
         };
         let model = match &args.model {
-            Some(name) => Some(modelfile::load(name, split)?),
+            Some(name) => Some(format::load(name, split)?),
             None => None,
         };
         let config = DecodeConfig {
@@ -65,7 +66,7 @@ fn main() -> ExitCode {
         };
         let mut out = Output::create(args.common.output.as_deref())?
             .line_buffered(args.line_buffered.line_buffered);
-        let result = commands::decode(config, &sources, &mut out);
+        let result = decode::decode(config, &sources, &mut out);
         out.finish_with(result)
     })
 }

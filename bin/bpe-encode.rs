@@ -5,9 +5,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use toksuite::cli::{self, CommonArgs, Output};
-use toksuite::commands::{self, EncodeConfig};
+use toksuite::cmd::encode::{self, EncodeConfig};
 use toksuite::encode::AllowedSpecial;
-use toksuite::modelfile;
+use toksuite::format;
+use toksuite::pretokenize;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -22,7 +23,7 @@ Examples:
 struct Args {
     /// Model: a model file, a tiktoken rank file (*.tiktoken), or a built-in name
     /// (o200k_base, cl100k_base, p50k_base, r50k_base)
-    #[arg(short = 'm', long = "model", value_name = "MODEL", default_value = modelfile::DEFAULT_MODEL)]
+    #[arg(short = 'm', long = "model", value_name = "MODEL", default_value = format::DEFAULT_MODEL)]
     model: String,
 
     /// The whole input is one record (default: each line is a record)
@@ -69,7 +70,7 @@ fn main() -> ExitCode {
     cli::run_main("bpe-encode", || {
         let sources = toksuite::input::sources(&args.common.files)?;
         let split = match &args.split {
-            Some(value) => commands::parse_split(value)?,
+            Some(value) => pretokenize::parse_split(value)?,
             None => None,
         };
         if split.is_some() && !args.model.ends_with(".tiktoken") {
@@ -77,7 +78,7 @@ fn main() -> ExitCode {
                 "--split applies only to *.tiktoken rank files (model files carry their pattern)",
             ));
         }
-        let model = modelfile::load(&args.model, split)?;
+        let model = format::load(&args.model, split)?;
         let allowed_special = match args.allowed_special.as_deref() {
             None => AllowedSpecial::None,
             Some("all") => AllowedSpecial::All,
@@ -95,7 +96,7 @@ fn main() -> ExitCode {
         };
         let mut out = Output::create(args.common.output.as_deref())?
             .line_buffered(args.line_buffered.line_buffered);
-        let result = commands::encode(&config, &sources, &mut out);
+        let result = encode::encode(&config, &sources, &mut out);
         // The process ends here: freeing a large model word by word (a 540k-word model
         // is 540k allocations) costs more than the system reclaiming it at exit.
         std::mem::forget(config);

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use toksuite::cli::{self, CommonArgs, Output};
-use toksuite::commands::{self, ModelType, TrainConfig, TrainEvent};
+use toksuite::cmd::train::{self, ModelType, TrainConfig, TrainEvent};
+use toksuite::pretokenize;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -60,7 +61,7 @@ fn main() -> ExitCode {
         } else {
             ModelType::Bpe
         };
-        let split = commands::parse_split(&args.split)?;
+        let split = pretokenize::parse_split(&args.split)?;
         if model_type == ModelType::Word && (split.is_some() || !args.special.is_empty()) {
             return Err(toksuite::Error::usage(
                 "--split and --special apply to BPE models only",
@@ -86,7 +87,7 @@ fn main() -> ExitCode {
         };
         let mut out = Output::create(args.common.output.as_deref())?;
         let mut bar = None;
-        let result = commands::train(&config, &sources, &mut out, &mut |event| match event {
+        let result = train::train(&config, &sources, &mut out, &mut |event| match event {
             TrainEvent::Merged {
                 merge,
                 index,
@@ -94,7 +95,7 @@ fn main() -> ExitCode {
                 token,
             } => {
                 if args.verbose {
-                    let line = commands::merge_log_line(merge, index, total, token);
+                    let line = train::merge_log_line(merge, index, total, token);
                     cli::stderr_line(format_args!("{line}"));
                 }
                 let bar = bar.get_or_insert_with(|| {

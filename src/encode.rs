@@ -76,10 +76,10 @@ use std::collections::BinaryHeap;
 use ahash::AHashMap;
 
 use crate::error::{Error, Result};
-use crate::model::{
-    insert_pair, pair_key, pair_table_bits, probe_pair, BpeModel, ModelSource, PairIds, PAIR_EMPTY,
-    PAIR_ID_BITS,
+use crate::model::tables::{
+    insert_pair, pair_key, pair_table_bits, probe_pair, PAIR_EMPTY, PAIR_ID_BITS,
 };
+use crate::model::{BpeModel, ModelSource, PairIds};
 use crate::parallel::Pool;
 use crate::pretokenize::Splitter;
 
@@ -553,7 +553,7 @@ impl<'m> Encoder<'m> {
         // their tokens into itself (tests/tiktoken_goldens.rs checks all of them), and
         // the map would cost ~10 ms of start-up.
         let builtin = matches!(model.source, ModelSource::Builtin(name)
-            if crate::tiktoken::BUILTINS.contains(&name));
+            if crate::model::BUILTINS.contains(&name));
         let rank_table = model.merges.is_empty() && !builtin;
         let whole = rank_table.then(|| {
             let mut map = AHashMap::with_capacity(model.token_offsets.len());

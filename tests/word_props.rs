@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
-use toksuite::model::{ModelSource, WordModel};
+use toksuite::model::ModelSource;
+use toksuite::word::WordModel;
 use toksuite::word::{self, WordCounter, WordEncoder};
 use toksuite::ErrorKind;
 
@@ -52,7 +53,7 @@ fn parse_file(file: &[u8]) -> toksuite::Result<WordModel> {
     let mut lines = file.split(|&b| b == b'\n').zip(1u64..).map(|(l, n)| (n, l));
     let (_, first) = lines.next().unwrap();
     let header: Map<String, Value> = serde_json::from_slice(first).unwrap();
-    word::parse_model(&header, &mut lines, 0, source(), "test.json")
+    toksuite::format::word_file::parse_model(&header, &mut lines, 0, source(), "test.json")
 }
 
 fn model_words(model: &WordModel) -> Vec<Vec<u8>> {
@@ -1050,8 +1051,10 @@ fn model_text_read_in_two_halves_matches_the_sequential_reader() {
         let header: Map<String, Value> =
             serde_json::from_str(r#"{"kind":"word","version":1}"#).unwrap();
         let mut numbered = body.split(|&b| b == b'\n').zip(2u64..).map(|(l, n)| (n, l));
-        let sequential = word::parse_model(&header, &mut numbered, 0, source(), "m.json");
-        let halves = word::parse_model_text(&header, &body, 0, source(), "m.json");
+        let sequential =
+            toksuite::format::word_file::parse_model(&header, &mut numbered, 0, source(), "m.json");
+        let halves =
+            toksuite::format::word_file::parse_model_text(&header, &body, 0, source(), "m.json");
         match (sequential, halves) {
             (Ok(a), Ok(b)) => {
                 assert_eq!(a.words(), b.words());
@@ -1103,7 +1106,7 @@ fn whole_input_encodes_alike_on_any_thread_count() {
     let mut ids = Vec::new();
     let unknown = word::encode(&model, &text, &mut ids);
     let mut expected = Vec::new();
-    toksuite::ndjson::push_ids(&mut expected, &ids);
+    toksuite::format::ids::push_ids(&mut expected, &ids);
     expected.push(b'\n');
     for threads in ["1", "2", "3"] {
         let out = crate::common::tool("bpe-encode", &dir)

@@ -20,8 +20,8 @@
 
 use ahash::RandomState;
 
+use super::{Repeat, WordList};
 use crate::hugemem::HugeBytes;
-use crate::word::{Repeat, WordList};
 
 /// How many bytes of a word a slot holds.
 const INLINE: usize = 24;

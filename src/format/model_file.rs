@@ -33,73 +33,19 @@
 //! count when learned) are for people and are not used by readers. Any prefix of a
 //! model file (`head -n K`) is therefore a valid, smaller model.
 
-use std::fs;
 use std::io::{self, Write};
-use std::path::Path;
 
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
+/// The model-file format version this build reads and writes.
+pub const FORMAT_VERSION: u64 = 1;
+
+use super::json::{json_string, json_u64, BOM, BOM_MESSAGE};
 use crate::error::{Error, Result};
-use crate::input::{self, Lines, Source};
-use crate::model::{
-    self, BpeModel, Model, ModelSource, PairIds, PairTable, SpecialToken, SplitSpec, FORMAT_VERSION,
-};
-
-/// The name of the default model of `bpe-encode` and `bpe-decode`.
-pub const DEFAULT_MODEL: &str = "o200k_base";
-
-/// Lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for b in digest {
-        hex.push_str(&format!("{b:02x}"));
-    }
-    hex
-}
-
-/// Loads `-m MODEL`: a built-in name, a tiktoken rank file (`*.tiktoken`, split by
-/// `tiktoken_split`), or a model file.
-pub fn load(spec: &str, tiktoken_split: Option<SplitSpec>) -> Result<Model> {
-    if let Some(model) = crate::tiktoken::builtin(spec) {
-        return Ok(Model::Bpe(model));
-    }
-    let path = Path::new(spec);
-    // A bare name that is no file was most likely meant as a built-in: say which exist.
-    if !spec.contains(['/', '.'])
-        && fs::symlink_metadata(path).is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
-    {
-        return Err(Error::data(format!(
-            "no such file, and not a built-in model ({})",
-            crate::tiktoken::BUILTINS.join(", ")
-        ))
-        .in_file(spec));
-    }
-    let source = Source::file(path);
-    let data = input::read_source(&source, false)?;
-    let named = |sha256| ModelSource::File {
-        name: spec.to_string(),
-        sha256,
-    };
-    if spec.ends_with(".tiktoken") {
-        let model = crate::tiktoken::load_rank_file(
-            &data,
-            named(sha256_hex(&data)),
-            tiktoken_split,
-            vec![],
-        )
-        .map_err(|e| e.in_file(spec))?;
-        return Ok(Model::Bpe(model));
-    }
-    let (model, sha256) = parse_beside(&data, named(String::new()), spec, || sha256_hex(&data));
-    let mut model = model?;
-    match &mut model {
-        Model::Bpe(bpe) => bpe.source = named(sha256),
-        Model::Word(word) => word.source = named(sha256),
-    }
-    Ok(model)
-}
+use crate::input::Lines;
+use crate::model::tables::PAIR_ID_BITS;
+use crate::model::{self, BpeModel, Model, ModelSource, PairIds, PairTable, SpecialToken};
+use crate::pretokenize::SplitSpec;
 
 fn header_error(file: &str, message: impl Into<String>) -> Error {
     Error::data(message).at_line(file, 1)
@@ -115,7 +61,7 @@ pub fn parse(bytes: &[u8], source: ModelSource, file: &str) -> Result<Model> {
 /// model (the hash took ~1 ms of the ~10 ms a 32k model took to load), beside the table
 /// build of a large word model, whose lines are read on both cores first (its 26 MB hash
 /// took ~25 ms; run beside the two halves it slowed both).
-fn parse_beside<T: Send>(
+pub(crate) fn parse_beside<T: Send>(
     bytes: &[u8],
     source: ModelSource,
     file: &str,
@@ -134,11 +80,8 @@ fn parse_beside<T: Send>(
                 beside(),
             )
         }
-        Err(_) if first.starts_with(crate::ndjson::BOM) => {
-            return (
-                Err(header_error(file, crate::ndjson::BOM_MESSAGE)),
-                beside(),
-            )
+        Err(_) if first.starts_with(BOM) => {
+            return (Err(header_error(file, BOM_MESSAGE)), beside())
         }
         Err(e) => {
             let e = header_error(file, format!("malformed model header: {e}"));
@@ -169,8 +112,8 @@ fn parse_beside<T: Send>(
             beside,
         ),
         Some("word") => {
-            let parallel_min = crate::word::PARALLEL_MODEL_BYTES;
-            let (model, side) = crate::word::parse_model_text_beside(
+            let parallel_min = super::word_file::PARALLEL_MODEL_BYTES;
+            let (model, side) = super::word_file::parse_model_text_beside(
                 &header,
                 body,
                 parallel_min,
@@ -189,19 +132,6 @@ fn parse_beside<T: Send>(
             beside(),
         ),
     }
-}
-
-/// Reads a JSON non-negative integer (no leading zeros) at the start of `text`,
-/// returning it and the rest.
-fn json_u64(text: &[u8]) -> Option<(u64, &[u8])> {
-    let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 || digits > 19 || (digits > 1 && text[0] == b'0') {
-        return None;
-    }
-    let value = text[..digits]
-        .iter()
-        .fold(0u64, |v, &d| v * 10 + u64::from(d - b'0'));
-    Some((value, &text[digits..]))
 }
 
 /// What is wrong with merge `k` (0-based) when its token takes the tokens past
@@ -419,7 +349,7 @@ fn parse_bpe(
     // A slot table, which the encoder then reads in place (a hash map took ~25 ns per
     // insert, and the encoder built its own table from it); a map for models whose ids
     // do not fit a slot (over 2 M merges).
-    let (merge_ids, twice) = if 256 + merges.len() < 1 << model::PAIR_ID_BITS {
+    let (merge_ids, twice) = if 256 + merges.len() < 1 << PAIR_ID_BITS {
         let mut table = PairTable::with_capacity(merges.len());
         // `insert` cannot say `None` here (the table has room for every merge, and ids
         // are below 2^21); it would be reported as a pair merged twice.
@@ -572,54 +502,4 @@ pub fn write_bpe(
         w.write_all(&line)?;
     }
     Ok(())
-}
-
-fn json_string(text: &str) -> String {
-    serde_json::to_string(text).unwrap_or_else(|_| "\"\"".to_string())
-}
-
-/// The header line of an id stream for `model` (without newline).
-pub fn stream_header(source: &ModelSource) -> String {
-    match source {
-        ModelSource::Builtin(name) => format!("{{\"model\":{}}}", json_string(name)),
-        ModelSource::File { name, sha256 } => format!(
-            "{{\"model\":{},\"sha256\":{}}}",
-            json_string(name),
-            json_string(sha256)
-        ),
-    }
-}
-
-/// What an id-stream header names: a model name and, for files, its content hash.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StreamModel {
-    pub name: String,
-    pub sha256: Option<String>,
-}
-
-/// Reads an id-stream header object.
-pub fn parse_stream_header(
-    header: &Map<String, Value>,
-) -> std::result::Result<StreamModel, String> {
-    let name = header
-        .get("model")
-        .and_then(Value::as_str)
-        .ok_or("header has no \"model\" name")?
-        .to_string();
-    let sha256 = match header.get("sha256") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err("header \"sha256\" must be a string".to_string()),
-    };
-    Ok(StreamModel { name, sha256 })
-}
-
-/// True when `source` is the model a stream header names (same built-in, or same file
-/// content).
-pub fn same_model(source: &ModelSource, named: &StreamModel) -> bool {
-    match (source, &named.sha256) {
-        (ModelSource::Builtin(name), None) => *name == named.name,
-        (ModelSource::File { sha256, .. }, Some(hash)) => sha256 == hash,
-        _ => false,
-    }
 }
