@@ -47,25 +47,8 @@
 //!
 //! # Model file
 //!
-//! NDJSON. Line 1 is the header, then one line per word in id order:
-//!
-//! ```text
-//! {"kind":"word","version":1,"unk":"[UNK]"}
-//! {"id":0,"word":"Life","count":1}
-//! {"id":1,"hex":"6361ff","count":2}
-//! ```
-//!
-//! - `id`: required, consecutive from 0.
-//! - `word`: the word as a JSON string, for words that are valid UTF-8.
-//! - `hex`: instead of `word`, for a word that is not valid UTF-8: its bytes in hex
-//!   (lowercase when written, either case read). Exactly one of `word`/`hex` per line.
-//! - `count`: how often the word occurred when learned; optional, display only.
-//!
-//! `[UNK]`'s id is the number of word lines, so `head -n K` of a model file is a valid
-//! smaller model. Header fields: `kind` (`"word"`), `version` (1), `unk` (the unknown
-//! token's text, `"[UNK]"` if absent). Unknown fields, on any line, are errors; so are a
-//! duplicated word, an empty word and a word containing whitespace (it could never be
-//! produced by splitting). Blank lines are skipped.
+//! NDJSON, described in `docs/formats.md` ("Word models"), read and written by
+//! [`crate::format::word_file`].
 //!
 //! In memory ([`WordModel`]) a word that is not valid UTF-8 is held as a `String` made of a
 //! space followed by the hex of its bytes (`" 6361ff"`). No real word contains a space, so
