@@ -6,6 +6,7 @@ mod attn_rng;
 mod cli_bpe;
 mod common;
 mod decode_props;
+mod docs;
 mod encode_props;
 mod parallel_props;
 mod pretokenize_props;

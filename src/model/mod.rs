@@ -29,7 +29,7 @@ pub struct SpecialToken {
 #[derive(Debug, Clone)]
 pub struct BpeModel {
     pub source: ModelSource,
-    /// `None` for the seed's whole-text BPE (`--split none`).
+    /// `None` for byte-level BPE over each record as one sequence (`--split none`).
     pub split: Option<SplitSpec>,
     pub specials: Vec<SpecialToken>,
     /// `base_id_of_byte[b]` is the id that stands for byte `b` (identity for trained
@@ -137,7 +137,7 @@ pub fn merges_within_limit(merges: &[(u32, u32)]) -> usize {
 /// `(token_bytes, token_offsets)` as `BpeModel` stores them, or `Err(k)` when merge `k`
 /// (0-based) takes the tokens past [`MAX_TOKEN_BYTES`] in all. Tokens can grow that long
 /// from few merges: each can double the longest one, and on text without repeats the
-/// seed's ties merge onto the same token again and again (30 KB of random bytes trained
+/// minbpe tie rule merges onto the same token again and again (30 KB of random bytes trained
 /// to the end: 26,427 merges, 350 MB of tokens).
 ///
 /// # Panics

@@ -1,4 +1,4 @@
-//! word: the seed's word-based tokenizer. Words are the pieces of Python's `str.split()`;
+//! word: the word-level tokenizer. Words are the pieces of Python's `str.split()`;
 //! this module owns the whitespace set, word counting (streamed and on both cores),
 //! the vocabulary with `[UNK]`, the word model file, encoding, decoding and the coverage
 //! statistics behind `bpe-encode --stats`.
@@ -42,7 +42,7 @@
 //! most frequent words are kept; among words with equal counts the one that first appears
 //! earlier in the text wins. Kept words get ids `0..` in sorted byte order (Python sorts
 //! `str` by code point, which is the same order as UTF-8 bytes), and `[UNK]` takes the next
-//! id. For `Life is short eat dessert first` this is the seed's
+//! id. For `Life is short eat dessert first` this is
 //! `{'Life': 0, 'dessert': 1, 'eat': 2, 'first': 3, 'is': 4, 'short': 5}`, `[UNK]` = 6.
 //!
 //! # Model file
@@ -111,7 +111,7 @@ pub use crate::format::word_file::{write_model, FORMAT_VERSION};
 /// The unknown-word token's default text.
 pub const UNK: &str = "[UNK]";
 
-/// A word-level vocabulary (the seed's first tokenizer): words by id, and `[UNK]`.
+/// A word-level vocabulary: words by id, and `[UNK]`.
 #[derive(Debug, Clone)]
 pub struct WordModel {
     pub source: ModelSource,
