@@ -149,7 +149,7 @@ pub fn train(
             Ok(())
         })?;
         let model = counter.finish(config.vocab_size)?;
-        return crate::word::write_model(out, &model).map_err(Error::write);
+        return crate::format::word_file::write_model(out, &model).map_err(Error::write);
     }
     check_specials(&config.specials)?;
     let vocab_size = config.vocab_size.unwrap_or(DEFAULT_VOCAB_SIZE);

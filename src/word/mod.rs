@@ -106,8 +106,6 @@ pub use vocab::{Repeat, WordIds, WordList};
 
 use crate::identity::ModelSource;
 
-pub use crate::format::word_file::{write_model, FORMAT_VERSION};
-
 /// The unknown-word token's default text.
 pub const UNK: &str = "[UNK]";
 
