@@ -6,7 +6,8 @@
 #      `-cpu qemu64` (the x86-64 baseline, SSE2 only), and give the native run's output:
 #      train, encode, decode byte for byte; attn's numbers within 1e-4 (its SIMD paths
 #      round differently in the last bits, and it prints 4 decimals).
-# Needs: rustup (for the extra targets), qemu-user (Debian; installed when missing and
+# It also builds with the oldest Rust the package declares (Cargo.toml's rust-version).
+# Needs: rustup (for the extra targets and toolchain), qemu-user (Debian; installed when missing and
 # apt-get is there), python3. Usage: scripts/check-portable.sh [BIN_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,12 @@ for target in aarch64-unknown-linux-gnu aarch64-apple-darwin; do
     say "cargo check --target $target"
     cargo check --quiet --locked --target "$target" --lib --bins
 done
+
+# The declared minimum Rust version builds the library and the tools.
+msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+rustup toolchain list | grep -q "^$msrv" || rustup toolchain install "$msrv" --profile minimal >/dev/null 2>&1
+say "cargo +$msrv check (rust-version)"
+CARGO_TARGET_DIR=$ROOT/target/msrv cargo "+$msrv" check --quiet --locked --lib --bins
 
 # 2. An older CPU, emulated.
 if ! command -v qemu-x86_64 >/dev/null; then
