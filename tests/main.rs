@@ -8,6 +8,7 @@ mod common;
 mod decode_props;
 mod docs;
 mod encode_props;
+mod interop;
 mod parallel_props;
 mod pretokenize_props;
 mod tiktoken_goldens;

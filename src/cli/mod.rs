@@ -25,6 +25,14 @@ pub struct LineBufferedArg {
     pub line_buffered: bool,
 }
 
+/// `-o FILE` alone, for the tools that read no FILE arguments (`bpe-model`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct OutputArg {
+    /// Write output to FILE atomically (a temporary file in the same folder, then rename)
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
 /// Flags every tool takes, with the same meaning everywhere.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct CommonArgs {

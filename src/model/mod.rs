@@ -4,6 +4,7 @@
 //! [`crate::format`].
 
 mod builtin;
+pub mod merge_list;
 mod pairs;
 pub(crate) mod tables;
 
@@ -205,15 +206,39 @@ impl BpeModel {
         base_id_of_byte: [u32; 256],
         merges: Vec<(u32, u32)>,
     ) -> BpeModel {
-        let (token_bytes, token_offsets) = token_table(&base_id_of_byte, &merges)
-            .unwrap_or_else(|k| panic!("merge {k}: tokens over {MAX_TOKEN_BYTES} bytes"));
-        let merge_ids = merges
-            .iter()
-            .enumerate()
-            .map(|(k, &pair)| (pair, 256 + k as u32))
-            .collect::<AHashMap<_, _>>()
-            .into();
-        BpeModel {
+        Self::try_from_merges(source, split, specials, base_id_of_byte, merges)
+            .unwrap_or_else(|k| panic!("merge {k}: tokens over {MAX_TOKEN_BYTES} bytes"))
+    }
+
+    /// [`BpeModel::from_merges`], or `Err(k)` when merge `k` (0-based) takes the tokens
+    /// past [`MAX_TOKEN_BYTES`] in all.
+    ///
+    /// # Panics
+    /// If a merge uses an id not defined before it.
+    pub fn try_from_merges(
+        source: ModelSource,
+        split: Option<SplitSpec>,
+        specials: Vec<SpecialToken>,
+        base_id_of_byte: [u32; 256],
+        merges: Vec<(u32, u32)>,
+    ) -> std::result::Result<BpeModel, usize> {
+        let (token_bytes, token_offsets) = token_table(&base_id_of_byte, &merges)?;
+        // A slot table, which the encoder reads in place, when the ids fit one; a pair
+        // listed twice keeps its first id.
+        let merge_ids = if 256 + merges.len() < 1 << tables::PAIR_ID_BITS {
+            let mut table = PairTable::with_capacity(merges.len());
+            for (k, &(a, b)) in merges.iter().enumerate() {
+                table.insert(a, b, 256 + k as u32);
+            }
+            PairIds::from_table(table)
+        } else {
+            let mut map = AHashMap::with_capacity(merges.len());
+            for (k, &pair) in merges.iter().enumerate() {
+                map.entry(pair).or_insert(256 + k as u32);
+            }
+            map.into()
+        };
+        Ok(BpeModel {
             source,
             split,
             specials,
@@ -222,7 +247,7 @@ impl BpeModel {
             merge_ids,
             token_bytes: token_bytes.into(),
             token_offsets: token_offsets.into(),
-        }
+        })
     }
 }
 
