@@ -589,8 +589,8 @@ fn read_model(
     let (_, back) = tables();
     let mut base_id_of_byte = [u32::MAX; 256];
     let mut scratch = Vec::new();
-    for id in 0..256usize {
-        let Some((key, at)) = by_id[id] else {
+    for (id, entry) in by_id.iter().enumerate().take(256) {
+        let &Some((key, at)) = entry else {
             return Err(place.at(
                 vocab.at,
                 format!("model.vocab has no id {id}: the 256 single bytes must have ids 0..255"),

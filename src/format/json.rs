@@ -98,7 +98,7 @@ impl<'a> Node<'a> {
     pub(crate) fn as_u64(&self) -> Option<u64> {
         match self.value {
             Json::Number(text) => match json_u64(text.as_bytes()) {
-                Some((value, rest)) if rest.is_empty() => Some(value),
+                Some((value, [])) => Some(value),
                 _ => None,
             },
             _ => None,
