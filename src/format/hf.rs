@@ -41,7 +41,7 @@ use ahash::AHashMap;
 
 use super::json::{json_string, line_of, parse_tree, Node};
 use crate::error::{Error, Result};
-use crate::model::merge_list::{ids_by_bytes, merge_bpe, merge_list, show_bytes};
+use crate::model::merge_list::{ids_by_bytes, is_rank_table, merge_bpe, merge_list, show_bytes};
 use crate::model::{BpeModel, ModelSource, SpecialToken, MAX_TOKEN_BYTES};
 use crate::pretokenize::{self, SplitSpec, Splitter};
 
@@ -842,14 +842,37 @@ fn check_ignore_merges(place: &Place, at: usize, model: &BpeModel) -> Result<()>
     Ok(())
 }
 
+/// A byte-level string (or two joined by a space) as a JSON string: its characters are
+/// all printable (U+0021 and up), so only `"` and `\\` need escapes.
+fn push_byte_level(out: &mut Vec<u8>, first: &str, second: Option<&str>) {
+    out.push(b'"');
+    let mut push = |s: &str| {
+        for b in s.bytes() {
+            if b == b'"' || b == b'\\' {
+                out.push(b'\\');
+            }
+            out.push(b);
+        }
+    };
+    push(first);
+    if let Some(second) = second {
+        push(" ");
+        push(second);
+    }
+    out.push(b'"');
+}
+
 /// Writes `model` as a `tokenizer.json`. Refused, with the reason: a model whose merges
 /// cannot be listed (a rank table without a merge form), two ids with the same bytes (a
 /// vocab maps each string to one id), a special token whose text is an ordinary token's
 /// byte-level string (HF would give it that token's id).
 pub fn write(model: &BpeModel, w: &mut dyn Write) -> Result<()> {
     let merges = merge_list(model).map_err(Error::data)?;
-    ids_by_bytes(model)
-        .map_err(|e| Error::data(format!("{e}, which a tokenizer.json vocab cannot hold")))?;
+    // A rank table's tokens are distinct by construction (its reader refuses repeats).
+    if !is_rank_table(model) {
+        ids_by_bytes(model)
+            .map_err(|e| Error::data(format!("{e}, which a tokenizer.json vocab cannot hold")))?;
+    }
     let (chars, _) = tables();
     let n = 256 + merges.len();
     let strings: Vec<String> = (0..n as u32)
@@ -921,14 +944,13 @@ pub fn write(model: &BpeModel, w: &mut dyn Write) -> Result<()> {
     );
     for (id, s) in strings.iter().enumerate() {
         out.extend_from_slice(b"      ");
-        out.extend_from_slice(json_string(s).as_bytes());
+        push_byte_level(&mut out, s, None);
         out.extend_from_slice(format!(": {id}{}\n", if id + 1 < n { "," } else { "" }).as_bytes());
     }
     out.extend_from_slice(b"    },\n    \"merges\": [");
     for (k, &(a, b)) in merges.iter().enumerate() {
         out.extend_from_slice(if k == 0 { b"\n      " } else { b",\n      " });
-        let joined = format!("{} {}", strings[a as usize], strings[b as usize]);
-        out.extend_from_slice(json_string(&joined).as_bytes());
+        push_byte_level(&mut out, &strings[a as usize], Some(&strings[b as usize]));
         if out.len() > 1 << 20 {
             w.write_all(&out).map_err(io)?;
             out.clear();
