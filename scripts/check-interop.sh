@@ -7,7 +7,8 @@
 # real one when MINBPE_DIR names a checkout of it, else a stand-in written from its
 # format (see check-interop.py).
 #
-# Usage: scripts/check-interop.sh [BIN_DIR]   (default: builds target/debug)
+# Usage: scripts/check-interop.sh [BIN_DIR]   (default: builds target/debug; .ci/run passes
+# target/debug after `cargo test` has built the tools there)
 # The venv goes to $INTEROP_VENV (default ${TMPDIR:-/tmp}/toksuite-interop-venv) and is
 # reused when its pins match. Runs in CI (.ci/run): a couple of minutes on 2 cores.
 set -euo pipefail
