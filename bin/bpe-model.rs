@@ -30,8 +30,7 @@ struct Args {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Write the model in another format; refuse, naming the reason, where that format
-    /// cannot hold it exactly
+    /// Write the model in another format, exactly (or refuse, saying why)
     #[command(after_help = EXAMPLES)]
     Convert {
         /// The format to write: hf (tokenizer.json), tiktoken (rank file), minbpe (.model),
@@ -45,8 +44,7 @@ enum Command {
         #[command(flatten)]
         output: OutputArg,
     },
-    /// Describe the model as one JSON object: format, kind, vocab size, tokens, merges,
-    /// split (a preset's name when the pattern is one), special tokens, byte order, sha256
+    /// Describe the model as one JSON object
     #[command(after_help = EXAMPLES)]
     Info {
         #[command(flatten)]
