@@ -10,6 +10,7 @@ mod docs;
 mod encode_props;
 mod parallel_props;
 mod pretokenize_props;
+mod scale_out;
 mod tiktoken_goldens;
 mod train_props;
 mod word_props;

@@ -1,7 +1,9 @@
 //! The suite's file and stream formats, read and written in one place: model files
-//! (BPE and word), tiktoken rank files, and id streams. Their normative description is
+//! (BPE and word), tiktoken rank files, id streams, and counts files (chunk counts of a
+//! corpus or a shard, for training past one machine). Their normative description is
 //! `docs/formats.md`; this module also resolves `-m MODEL` to a model.
 
+pub mod counts;
 pub mod ids;
 pub(crate) mod json;
 pub mod model_file;
