@@ -109,7 +109,7 @@ for spec in gpt2 gpt4 o200k "gpt4 --special <|endoftext|>"; do
   "$TRAIN" -q --records "${flags[@]}" --vocab-size "$VS" -o "$TMP/single.json" "$C"
   for n in 1 2 3 7; do
     rm -rf "$TMP/counts" && mkdir -p "$TMP/counts"
-    parallel --pipepart -a "$C" --block -1 -j "$n" \
+    parallel -q --pipepart -a "$C" --block -1 -j "$n" \
       "$TRAIN" --emit-counts "${flags[@]}" -j 1 --shard '{#}' -o "$TMP/counts/{#}.counts"
     mapfile -t files < <(shuffled "$TMP"/counts/*.counts)
     "$TRAIN" --from-counts --emit-counts "${files[@]}" >"$TMP/merged.counts"
@@ -117,7 +117,7 @@ for spec in gpt2 gpt4 o200k "gpt4 --special <|endoftext|>"; do
     same "$label: $n jobs (${#files[@]} shards), merged in shuffled order, trained" "$TMP/single.json" "$TMP/sharded.json"
   done
   # The issue's one pipeline: count shards | merge | train, all through pipes.
-  parallel --pipepart -a "$C" --block -3 -j 2 "$TRAIN" --emit-counts "${flags[@]}" -j 1 --shard '{#}' |
+  parallel -q --pipepart -a "$C" --block -3 -j 2 "$TRAIN" --emit-counts "${flags[@]}" -j 1 --shard '{#}' |
     "$TRAIN" --from-counts --emit-counts |
     "$TRAIN" -q --from-counts --vocab-size "$VS" >"$TMP/piped.json"
   same "$label: count | merge | train through pipes" "$TMP/single.json" "$TMP/piped.json"
@@ -128,7 +128,7 @@ M=$TMP/model.json
 "$ENCODE" -q -m "$M" --allowed-special all "$C" >"$TMP/ids.jsonl"
 for n in 1 2 3 7; do
   { "$ENCODE" -m "$M" --allowed-special all </dev/null
-    parallel --pipepart -a "$C" --block -1 -j "$n" -k "$ENCODE" -m "$M" --allowed-special all -j 1 --no-header
+    parallel -q --pipepart -a "$C" --block -1 -j "$n" -k "$ENCODE" -m "$M" --allowed-special all -j 1 --no-header
   } >"$TMP/ids-par.jsonl"
   same "parallel encode: $n jobs, -k, header once" "$TMP/ids.jsonl" "$TMP/ids-par.jsonl"
 done
@@ -144,8 +144,12 @@ else
   if grep -q 'bpe-decode: error: .*99999999' "$TMP/bad.err"; then ok "parallel: a bad record fails the run, the tool says which"
   else bad "parallel: a bad record fails the run, but the message is: $(head -c 300 "$TMP/bad.err")"; fi
 fi
-if parallel --pipepart -a /dev/null --block -1 "$ENCODE" -m "$M" --no-header </dev/null >"$TMP/empty.out" 2>&1 &&
-  [ ! -s "$TMP/empty.out" ]; then ok "empty input: exit 0, no output"; else bad "empty input"; fi
+: >"$TMP/empty.txt"
+if "$ENCODE" -m "$M" --no-header "$TMP/empty.txt" >"$TMP/empty.out" && [ ! -s "$TMP/empty.out" ] &&
+  "$TRAIN" --emit-counts --split gpt4 <"$TMP/empty.txt" >"$TMP/empty.counts" &&
+  [ "$(wc -l <"$TMP/empty.counts")" -eq 1 ]; then
+  ok "empty input: exit 0; no ids, a counts file that is the header alone"
+else bad "empty input"; fi
 
 # --- Spark --------------------------------------------------------------------------------
 
