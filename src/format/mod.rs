@@ -1,11 +1,14 @@
 //! The suite's file and stream formats, read and written in one place: model files
-//! (BPE and word), tiktoken rank files, and id streams. Their normative description is
-//! `docs/formats.md`; this module also resolves `-m MODEL` to a model.
+//! (BPE and word), tiktoken rank files, id streams, JSONL documents and token files.
+//! Their normative description is `docs/formats.md`; this module also resolves
+//! `-m MODEL` to a model.
 
 pub mod ids;
 pub(crate) mod json;
+pub mod jsonl;
 pub mod model_file;
 pub mod tiktoken;
+pub mod tokens;
 pub mod word_file;
 
 use std::fs;
