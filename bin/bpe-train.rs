@@ -13,7 +13,8 @@ Examples:
   cat corpus.txt | bpe-train --vocab-size 4096 > merges.json
   bpe-train --split gpt4 --vocab-size 32768 -o merges.json corpus.txt
   echo 'happily happiness unhappy' | bpe-train --vocab-size 259 --verbose > /dev/null
-  echo 'Life is short eat dessert first' | bpe-train --model-type word > words.json";
+  echo 'Life is short eat dessert first' | bpe-train --model-type word > words.json
+  bpe-train --field text --split gpt4 --vocab-size 32768 -o merges.json docs.jsonl";
 
 /// Learn a byte-pair-encoding (or word) model from text; print it as NDJSON.
 #[derive(Parser)]
@@ -41,6 +42,16 @@ struct Args {
     /// Log each merge to standard error, in minbpe's verbose format
     #[arg(long)]
     verbose: bool,
+
+    /// Read JSONL: each line is a JSON object, and the string value of its member NAME is
+    /// one document; no pair, chunk or word crosses from one document to the next
+    #[arg(long, value_name = "NAME")]
+    field: Option<String>,
+
+    /// With --field: skip lines without a usable NAME and count them on standard error,
+    /// instead of stopping at the first
+    #[arg(long)]
+    skip_invalid: bool,
 
     #[command(flatten)]
     threads: cli::ThreadsArg,
@@ -84,6 +95,8 @@ fn main() -> ExitCode {
             specials: args.special.clone(),
             threads,
             no_mmap: args.common.no_mmap,
+            field: args.field.clone(),
+            skip_invalid: args.skip_invalid,
         };
         let mut out = Output::create(args.common.output.as_deref())?;
         let mut bar = None;
@@ -109,6 +122,10 @@ fn main() -> ExitCode {
                 cli::stderr_line(format_args!(
                     "bpe-train: stopped after {learned} of {wanted} merges: no pair left to merge"
                 ));
+            }
+            TrainEvent::Skipped(skipped) => {
+                let field = args.field.as_deref().unwrap_or_default();
+                cli::stderr_line(format_args!("bpe-train: {}", skipped.summary(field)));
             }
             TrainEvent::OverLimit { kept, wanted } => {
                 cli::stderr_line(format_args!(

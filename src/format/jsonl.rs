@@ -30,6 +30,8 @@ use serde_core::de::{
 };
 
 use super::json::{json_string, skip_ws, BOM, BOM_MESSAGE};
+use crate::error::Error;
+use crate::input::{self, Source};
 
 /// What kind of line yields no document: the classes `--skip-invalid` counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -339,6 +341,32 @@ impl<'de> Visitor<'de> for ValueSeed {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(Found::Other("an object"))
     }
+}
+
+/// Calls `each` with the document of every line of the JSONL `sources`, in order (see
+/// [`document`]). A line without one is an error at `FILE:LINE`, or, with `skip_invalid`,
+/// counted in the result and left out. Memory stays bounded by the longest line.
+pub fn for_each_document(
+    sources: &[Source],
+    no_mmap: bool,
+    field: &str,
+    skip_invalid: bool,
+    each: &mut dyn FnMut(&[u8]) -> crate::Result<()>,
+) -> crate::Result<Skipped> {
+    let mut skipped = Skipped::default();
+    let mut doc = Vec::new();
+    input::for_each_line(sources, no_mmap, &mut |file, line_no, line| {
+        doc.clear();
+        match document(line, field, &mut doc) {
+            Ok(()) => each(&doc),
+            Err(why) if skip_invalid => {
+                skipped.add(&why, file, line_no);
+                Ok(())
+            }
+            Err(why) => Err(Error::data(why.message).at_line(file, line_no)),
+        }
+    })?;
+    Ok(skipped)
 }
 
 /// Lines skipped by `--skip-invalid`: how many, by problem, and the first one.
