@@ -11,5 +11,6 @@ mod encode_props;
 mod parallel_props;
 mod pretokenize_props;
 mod tiktoken_goldens;
+mod tokens;
 mod train_props;
 mod word_props;
