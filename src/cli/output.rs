@@ -1,6 +1,8 @@
 //! The one output of a tool: standard output through one `BufWriter`, or `-o FILE`
 //! written atomically (a temporary file in the same folder, renamed into place; removed
-//! on failure and on SIGINT, SIGTERM or SIGHUP).
+//! on failure and on SIGINT, SIGTERM or SIGHUP). The same for each file of a tool that
+//! writes several or fills in a header at the end ([`AtomicFile`]: token files), and
+//! scratch files for what only the end of a run can place ([`SpillFile`]).
 
 use std::fs;
 use std::io::{self, IsTerminal, Read, Seek, Write};

@@ -157,10 +157,21 @@ pub fn document(line: &[u8], field: &str, out: &mut Vec<u8>) -> Result<(), LineE
 fn without_position(e: &serde_json::Error) -> String {
     let text = e.to_string();
     let suffix = format!(" at line {} column {}", e.line(), e.column());
-    match text.strip_suffix(&suffix) {
-        Some(message) if e.column() > 0 => format!("{message} at column {}", e.column()),
-        Some(message) => message.to_string(),
-        None => text,
+    let Some(message) = text.strip_suffix(&suffix) else {
+        return text;
+    };
+    // serde_json's two words for an escape \ud800-\udfff not in a pair (it meets them
+    // only there), in plainer words.
+    let message = match message {
+        "lone leading surrogate in hex escape" | "unexpected end of hex escape" => {
+            "a lone surrogate escape (\\ud800-\\udfff not in a pair), which is no character"
+        }
+        other => other,
+    };
+    if e.column() > 0 {
+        format!("{message} at column {}", e.column())
+    } else {
+        message.to_string()
     }
 }
 
