@@ -21,6 +21,7 @@ Examples:
   bpe-train --split gpt4 --vocab-size 32768 -o merges.json corpus.txt
   echo 'happily happiness unhappy' | bpe-train --vocab-size 259 --verbose > /dev/null
   echo 'Life is short eat dessert first' | bpe-train --model-type word > words.json
+  bpe-train --field text --split gpt4 --vocab-size 32768 -o merges.json docs.jsonl
 
 Past one machine (docs/scale-out.md): count shards, merge, train from the counts;
 the merges equal `bpe-train --records --split gpt4 ... corpus.txt` exactly:
@@ -79,6 +80,16 @@ struct Args {
     #[arg(long)]
     from_counts: bool,
 
+    /// Read JSONL: each line is a JSON object, and the string value of its member NAME is
+    /// one document; no pair, chunk or word crosses from one document to the next
+    #[arg(long, value_name = "NAME")]
+    field: Option<String>,
+
+    /// With --field: skip lines without a usable NAME and count them on standard error,
+    /// instead of stopping at the first
+    #[arg(long)]
+    skip_invalid: bool,
+
     #[command(flatten)]
     threads: cli::ThreadsArg,
 
@@ -125,6 +136,8 @@ fn main() -> ExitCode {
             emit_counts: args.emit_counts,
             shard: args.shard.clone(),
             from_counts: args.from_counts,
+            field: args.field.clone(),
+            skip_invalid: args.skip_invalid,
         };
         let mut out = Output::create(args.common.output.as_deref())?;
         let mut bar = None;
@@ -150,6 +163,10 @@ fn main() -> ExitCode {
                 cli::stderr_line(format_args!(
                     "bpe-train: stopped after {learned} of {wanted} merges: no pair left to merge"
                 ));
+            }
+            TrainEvent::Skipped(skipped) => {
+                let field = args.field.as_deref().unwrap_or_default();
+                cli::stderr_line(format_args!("bpe-train: {}", skipped.summary(field)));
             }
             TrainEvent::OverLimit { kept, wanted } => {
                 cli::stderr_line(format_args!(

@@ -13,5 +13,6 @@ mod parallel_props;
 mod pretokenize_props;
 mod scale_out;
 mod tiktoken_goldens;
+mod tokens;
 mod train_props;
 mod word_props;

@@ -10,6 +10,7 @@ use toksuite::cmd::encode::{self, EncodeConfig};
 use toksuite::cmd::train::{self, TrainConfig};
 use toksuite::encode::AllowedSpecial;
 use toksuite::format::counts::{CountsMerger, ShardKey};
+use toksuite::format::tokens::Format;
 use toksuite::input::Source;
 use toksuite::pretokenize::{
     count_chunks, count_records, parse_split, RecordCounter, SpecialCutter, Splitter,
@@ -457,6 +458,7 @@ fn encoded_shards_concatenate_to_the_single_run() {
         &run_train(&c, &files(std::slice::from_ref(&whole))),
     );
     let model_name = model_path.to_str().unwrap();
+    let out_path = dir.join("out.ndjson");
     let run = |sources: &[Source], header: bool, allowed: bool| {
         let config = EncodeConfig {
             model: toksuite::format::load(model_name, None).unwrap(),
@@ -471,10 +473,16 @@ fn encoded_shards_concatenate_to_the_single_run() {
             threads: 2,
             no_mmap: false,
             line_buffered: false,
+            field: None,
+            skip_invalid: false,
+            format: Format::Ndjson,
+            eot: None,
+            bos: None,
+            shard_tokens: None,
+            output: Some(out_path.clone()),
         };
-        let mut out = Vec::new();
-        encode::encode(&config, sources, &mut out).unwrap();
-        out
+        encode::encode(&config, sources).unwrap();
+        std::fs::read(&out_path).unwrap()
     };
     for allowed in [false, true] {
         let single = run(&files(std::slice::from_ref(&whole)), true, allowed);

@@ -1,6 +1,7 @@
 //! `bpe-train`'s work, from a [`TrainConfig`] to a model file on a writer: read the
-//! corpus (whole, or streamed and counted by chunk), train, write. Progress and notes
-//! reach the binary through [`TrainEvent`]s.
+//! corpus (whole, or streamed and counted by chunk; with `--field`, the documents of a
+//! JSONL file, no pair or chunk crossing from one to the next), train, write. Progress
+//! and notes reach the binary through [`TrainEvent`]s.
 //!
 //! Past one machine (`--records`, `--emit-counts`, `--shard`, `--from-counts`): split
 //! training is map-reduce shaped. Each shard's chunks are counted record by record (a
@@ -17,6 +18,7 @@ use std::io::Write;
 
 use crate::error::{Error, Result};
 use crate::format::counts::{self, CountsHeader, CountsMerger, ShardKey};
+use crate::format::jsonl::{self, Skipped};
 use crate::format::model_file;
 use crate::input::{self, Source};
 use crate::model::{self, SpecialToken};
@@ -52,6 +54,11 @@ pub struct TrainConfig {
     pub shard: Option<ShardKey>,
     /// `--from-counts`: the sources are counts files.
     pub from_counts: bool,
+    /// `--field NAME`: the corpus is JSONL, and each line's string member NAME is one
+    /// document (a record of its own, as `--records` makes each line).
+    pub field: Option<String>,
+    /// `--skip-invalid`: JSONL lines without a usable NAME are counted and left out.
+    pub skip_invalid: bool,
 }
 
 impl TrainConfig {
@@ -68,6 +75,8 @@ impl TrainConfig {
             emit_counts: false,
             shard: None,
             from_counts: false,
+            field: None,
+            skip_invalid: false,
         }
     }
 }
@@ -95,6 +104,8 @@ pub enum TrainEvent<'a> {
     /// Only the first `kept` of the `wanted` merges are written: the next one learned
     /// would take the tokens past the model format's limit ([`model::MAX_TOKEN_BYTES`]).
     OverLimit { kept: usize, wanted: usize },
+    /// `--skip-invalid` left out these JSONL lines.
+    Skipped(&'a Skipped),
 }
 
 /// The `--verbose` line, minbpe's: `merge 1/3: (104, 97) -> 256 (b'ha') had 3 occurrences`.
@@ -172,6 +183,16 @@ fn check_scale_flags(config: &TrainConfig) -> Result<()> {
             "--vocab-size does not apply to --emit-counts, which writes counts, not a model",
         ));
     }
+    if config.skip_invalid && config.field.is_none() {
+        return Err(Error::usage(
+            "--skip-invalid applies to JSONL input (--field NAME)",
+        ));
+    }
+    if config.field.is_some() && config.from_counts {
+        return Err(Error::usage(
+            "--field reads a JSONL corpus; --from-counts reads counts files",
+        ));
+    }
     if !config.from_counts && (config.records || config.emit_counts) && config.split.is_none() {
         let flag = if config.emit_counts {
             "--emit-counts"
@@ -196,6 +217,9 @@ pub fn train(
     events: &mut dyn FnMut(TrainEvent),
 ) -> Result<()> {
     check_scale_flags(config)?;
+    if let Some(field) = &config.field {
+        return train_documents(config, field, sources, out, events);
+    }
     if config.model_type == ModelType::Word {
         // Streams: memory grows with the distinct words, not with the input.
         let mut counter = crate::word::WordCounter::new(config.threads);
@@ -503,4 +527,191 @@ fn count_training_chunks(
         Ok(())
     })?;
     Ok(counter.finish())
+}
+
+/// `--field`: trains on the documents of a JSONL corpus (or, with `--emit-counts`, writes
+/// their chunk counts). Each document is its own text: no pair (`--split none`), chunk
+/// (split patterns) or word crosses from one document to the next, exactly as if each were
+/// trained on apart and the counts added; so documents are records, and sharding a JSONL
+/// corpus at line ends counts the same.
+fn train_documents(
+    config: &TrainConfig,
+    field: &str,
+    sources: &[Source],
+    out: &mut dyn Write,
+    events: &mut dyn FnMut(TrainEvent),
+) -> Result<()> {
+    let each_document = |each: &mut dyn FnMut(&[u8]) -> Result<()>| {
+        jsonl::for_each_document(sources, config.no_mmap, field, config.skip_invalid, each)
+    };
+    let report = |skipped: Skipped, events: &mut dyn FnMut(TrainEvent)| {
+        if skipped.lines > 0 {
+            events(TrainEvent::Skipped(&skipped));
+        }
+    };
+    if config.model_type == ModelType::Word {
+        let mut counter = crate::word::WordCounter::new(config.threads);
+        let skipped = each_document(&mut |doc| {
+            // A line break between documents: words never join across them.
+            counter.feed(doc);
+            counter.feed(b"\n");
+            Ok(())
+        })?;
+        report(skipped, events);
+        let model = counter.finish(config.vocab_size)?;
+        return crate::format::word_file::write_model(out, &model).map_err(Error::write);
+    }
+    check_specials(&config.specials)?;
+    let cutter = SpecialCutter::new(&config.specials);
+    let Some(spec) = &config.split else {
+        // Whole-text BPE needs the documents in memory; each is its own sequence (cut at
+        // special tokens as well).
+        let vocab_size = checked_vocab_size(config)?;
+        let mut text = Vec::new();
+        let mut ends = Vec::new();
+        let skipped = each_document(&mut |doc| {
+            cutter.for_each_piece(doc, &mut |piece| {
+                text.extend_from_slice(piece);
+                ends.push(text.len());
+            });
+            Ok(())
+        })?;
+        report(skipped, events);
+        check_train_len(text.len() + ends.len())?;
+        let mut start = 0;
+        let pieces: Vec<&[u8]> = ends
+            .iter()
+            .map(|&end| {
+                let piece = &text[start..end];
+                start = end;
+                piece
+            })
+            .collect();
+        let merges = learn(vocab_size, events, &mut |on_merge| {
+            train::train_chunks_with(
+                EngineChoice::Auto,
+                config.threads,
+                pieces.iter().map(|p| (*p, 1u64)),
+                vocab_size,
+                on_merge,
+            )
+        });
+        return write_model(out, None, &config.specials, &merges, vocab_size, events);
+    };
+    let splitter = Splitter::new(spec)?;
+    let mut counter = DocumentChunks::new(&splitter, config.threads);
+    let skipped = each_document(&mut |doc| {
+        cutter.for_each_piece(doc, &mut |piece| counter.feed(piece));
+        Ok(())
+    })?;
+    report(skipped, events);
+    let counts = counter.finish();
+    if config.emit_counts {
+        let header = CountsHeader {
+            split: spec.clone(),
+            specials: config.specials.clone(),
+        };
+        let shard = config.shard.clone().unwrap_or_default();
+        return counts::write_counts(out, &header, &counts, &shard).map_err(Error::write);
+    }
+    let vocab_size = checked_vocab_size(config)?;
+    check_chunks(counts.iter())?;
+    let merges = learn(vocab_size, events, &mut |on_merge| {
+        train::train_chunks_with(
+            EngineChoice::Auto,
+            config.threads,
+            counts.iter(),
+            vocab_size,
+            on_merge,
+        )
+    });
+    write_model(
+        out,
+        Some(spec),
+        &config.specials,
+        &merges,
+        vocab_size,
+        events,
+    )
+}
+
+/// Counts the chunks of documents, each split on its own, on the threads: documents are
+/// gathered into batches (about 4 MiB per thread), each batch's documents shared out in
+/// order over the threads, and the counts merged in document order, so the chunks keep
+/// their first-appearance order.
+struct DocumentChunks<'s> {
+    splitter: &'s Splitter,
+    threads: usize,
+    text: Vec<u8>,
+    ends: Vec<usize>,
+    counts: ChunkCounts,
+}
+
+impl<'s> DocumentChunks<'s> {
+    fn new(splitter: &'s Splitter, threads: usize) -> DocumentChunks<'s> {
+        DocumentChunks {
+            splitter,
+            threads: threads.max(1),
+            text: Vec::new(),
+            ends: Vec::new(),
+            counts: ChunkCounts::new(),
+        }
+    }
+
+    fn feed(&mut self, document: &[u8]) {
+        self.text.extend_from_slice(document);
+        self.ends.push(self.text.len());
+        if self.text.len() >= self.threads * (4 << 20) {
+            self.count_batch();
+        }
+    }
+
+    fn count_batch(&mut self) {
+        let (text, ends, splitter) = (&self.text, &self.ends, self.splitter);
+        // Contiguous groups of documents of about equal bytes, one per thread.
+        let mut groups = Vec::with_capacity(self.threads);
+        let (mut start, mut doc) = (0, 0);
+        for k in 1..=self.threads {
+            let target = text.len() * k / self.threads;
+            let first_doc = doc;
+            while doc < ends.len() && (ends[doc] <= target || k == self.threads) {
+                doc += 1;
+            }
+            groups.push((start, first_doc, doc));
+            start = if doc > 0 { ends[doc - 1] } else { 0 };
+        }
+        let count = |&(mut at, from, to): &(usize, usize, usize)| {
+            let mut counts = ChunkCounts::new();
+            for &end in &ends[from..to] {
+                splitter.split(&text[at..end], &mut |chunk| counts.add(chunk, 1));
+                at = end;
+            }
+            counts
+        };
+        let partial: Vec<ChunkCounts> = if self.threads == 1 {
+            groups.iter().map(count).collect()
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = groups
+                    .iter()
+                    .map(|group| scope.spawn(move || count(group)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .zip(&groups)
+                    .map(|(h, group)| h.join().unwrap_or_else(|_| count(group)))
+                    .collect()
+            })
+        };
+        for p in &partial {
+            self.counts.merge(p);
+        }
+        self.text.clear();
+        self.ends.clear();
+    }
+
+    fn finish(mut self) -> ChunkCounts {
+        self.count_batch();
+        self.counts
+    }
 }
