@@ -9,6 +9,10 @@ use toksuite::cmd::decode::{self, DecodeConfig};
 use toksuite::format;
 use toksuite::pretokenize;
 
+// Out of memory is `TOOL: error: out of memory ...` and exit 1, not an abort.
+#[global_allocator]
+static ALLOC: cli::ExitOnOom = cli::ExitOnOom;
+
 const EXAMPLES: &str = "\
 Examples:
   echo '[24912,2375]' | bpe-decode
@@ -33,6 +37,9 @@ struct Args {
     split: Option<String>,
 
     #[command(flatten)]
+    model_pipe: cli::ModelPipeArg,
+
+    #[command(flatten)]
     threads: cli::ThreadsArg,
 
     #[command(flatten)]
@@ -54,7 +61,7 @@ fn main() -> ExitCode {
             None => None,
         };
         let model = match &args.model {
-            Some(name) => Some(format::load(name, split)?),
+            Some(name) => Some(format::load_with(name, split, args.model_pipe.options())?),
             None => None,
         };
         let config = DecodeConfig {

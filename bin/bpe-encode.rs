@@ -10,12 +10,17 @@ use toksuite::encode::AllowedSpecial;
 use toksuite::format;
 use toksuite::pretokenize;
 
+// Out of memory is `TOOL: error: out of memory ...` and exit 1, not an abort.
+#[global_allocator]
+static ALLOC: cli::ExitOnOom = cli::ExitOnOom;
+
 const EXAMPLES: &str = "\
 Examples:
   echo 'hello world' | bpe-encode
   echo 'some text' | bpe-encode -m merges.json | bpe-decode
   bpe-encode -m cl100k_base --count --whole book.txt
-  echo 'Life is short eat dessert first' | bpe-encode -m words.json | attn";
+  echo 'Life is short eat dessert first' | bpe-encode -m words.json | attn
+  bpe-encode --model-pipe -m <(zcat merges.json.gz) book.txt";
 
 /// Encode text into token ids: one NDJSON array per input line (or per input, --whole).
 #[derive(Parser)]
@@ -53,6 +58,9 @@ struct Args {
     split: Option<String>,
 
     #[command(flatten)]
+    model_pipe: cli::ModelPipeArg,
+
+    #[command(flatten)]
     threads: cli::ThreadsArg,
 
     #[command(flatten)]
@@ -78,7 +86,7 @@ fn main() -> ExitCode {
                 "--split applies only to *.tiktoken rank files (model files carry their pattern)",
             ));
         }
-        let model = format::load(&args.model, split)?;
+        let model = format::load_with(&args.model, split, args.model_pipe.options())?;
         let allowed_special = match args.allowed_special.as_deref() {
             None => AllowedSpecial::None,
             Some("all") => AllowedSpecial::All,

@@ -8,6 +8,10 @@ use toksuite::cli::{self, CommonArgs, Output};
 use toksuite::cmd::train::{self, ModelType, TrainConfig, TrainEvent};
 use toksuite::pretokenize;
 
+// Out of memory is `TOOL: error: out of memory ...` and exit 1, not an abort.
+#[global_allocator]
+static ALLOC: cli::ExitOnOom = cli::ExitOnOom;
+
 const EXAMPLES: &str = "\
 Examples:
   cat corpus.txt | bpe-train --vocab-size 4096 > merges.json

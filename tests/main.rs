@@ -9,6 +9,7 @@ mod decode_props;
 mod encode_props;
 mod parallel_props;
 mod pretokenize_props;
+mod robust;
 mod tiktoken_goldens;
 mod train_props;
 mod word_props;

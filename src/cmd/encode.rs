@@ -166,80 +166,64 @@ fn encode_to(
         unknown: unk.map(|_| 0),
         ..EncodeStats::default()
     };
-    let mut buf = Vec::with_capacity(1 << 16);
     if config.whole {
-        // One record, written as the ids arrive: memory for ids stays bounded.
-        let text = input::read_all(sources, config.no_mmap)?;
-        let mut first = true;
-        let mut sink = |ids: &[u32]| -> Result<()> {
-            stats.tokens += ids.len() as u64;
-            if let (Some(unk), Some(n)) = (unk, stats.unknown.as_mut()) {
-                *n += ids.iter().filter(|&&id| id == unk).count() as u64;
-            }
-            if config.count {
-                return Ok(());
-            }
-            for &id in ids {
-                buf.push(if first { b'[' } else { b',' });
-                first = false;
-                ndjson::push_u32(&mut buf, id);
-            }
-            if buf.len() >= 1 << 16 {
-                out.write_all(&buf).map_err(Error::write)?;
-                buf.clear();
-            }
-            Ok(())
+        let mut record = Streamed::new(config, unk);
+        let mapped = match sources {
+            [only] if !config.no_mmap => input::map_source(only)?,
+            _ => None,
         };
-        match encoder {
-            AnyEncoder::Bpe(enc) => enc.encode_whole_streaming(&text, config.threads, &mut sink)?,
-            AnyEncoder::Word(enc) => {
-                // Words never span an ASCII space or newline, so pieces cut after one
-                // encode to the same ids: spread over the threads, written in order.
-                let pieces = Cuts {
-                    text: &text,
-                    pos: 0,
-                    target: ENCODE_ITEM,
-                    after: (b' ', b'\n'),
-                };
-                let pool: Pool<Vec<u32>> = Pool::default();
-                let work = |piece: &[u8]| {
-                    let mut ids = pool.take();
-                    ids.clear();
-                    enc.encode(piece, &mut ids);
-                    ids
-                };
-                let mut write = |ids: Vec<u32>| {
-                    let written = sink(&ids);
-                    pool.put(ids);
-                    written
-                };
-                if config.threads < 2 || text.len() < 2 * ENCODE_ITEM {
-                    for piece in pieces {
-                        write(work(piece))?;
+        match mapped {
+            // A mapped file is encoded in place, cut into pieces for the threads.
+            Some(text) => {
+                encode_part(encoder, &text, true, true, config.threads, &mut record, out)?;
+                stats.bytes = text.len() as u64;
+            }
+            // Anything else is read in parts of about `WHOLE_PART` bytes, each encoded
+            // up to a place where the rest cannot change its ids: memory stays bounded
+            // by the part, whatever the input's size.
+            None => {
+                let mut text = Vec::with_capacity(WHOLE_PART + (1 << 16));
+                let (mut first, mut want) = (true, WHOLE_PART);
+                for source in sources {
+                    let mut stream = input::open_stream(source)?;
+                    while input::read_more(&mut stream, &mut text, &source.name)? > 0 {
+                        if text.len() < want {
+                            continue;
+                        }
+                        let used = encode_part(
+                            encoder,
+                            &text,
+                            first,
+                            false,
+                            config.threads,
+                            &mut record,
+                            out,
+                        )?;
+                        if used > 0 {
+                            first = false;
+                            stats.bytes += used as u64;
+                            text.drain(..used);
+                            want = WHOLE_PART;
+                        } else {
+                            // No place to cut yet (one long chunk): read more.
+                            want = text.len().saturating_mul(2);
+                        }
                     }
-                } else {
-                    let failed = crate::parallel::ordered(
-                        config.threads,
-                        2 * config.threads + 2,
-                        pieces,
-                        work,
-                        |ids| match write(ids) {
-                            Ok(()) => ControlFlow::Continue(()),
-                            Err(e) => ControlFlow::Break(e),
-                        },
-                    );
-                    failed.map_or(Ok(()), Err)?;
                 }
+                encode_part(
+                    encoder,
+                    &text,
+                    first,
+                    true,
+                    config.threads,
+                    &mut record,
+                    out,
+                )?;
+                stats.bytes += text.len() as u64;
             }
         }
-        if config.count {
-            buf.extend_from_slice(format!("{}\n", stats.tokens).as_bytes());
-        } else {
-            buf.extend_from_slice(if first { b"[]\n" } else { b"]\n" });
-        }
-        stats.records = 1;
-        stats.bytes = text.len() as u64;
-        emit_flush(out, &mut buf)?;
+        record.finish(&mut stats)?;
+        record.flush(out)?;
         return Ok(stats);
     }
 
@@ -251,14 +235,177 @@ fn encode_to(
     };
     let pool = Pool::default();
     let eager = config.line_buffered;
-    input::for_each_line_run(
+    // A line too long to hold, read in parts, is encoded as a `--whole` record is.
+    let mut long = Streamed::new(config, unk);
+    input::for_each_run(
         sources,
         config.no_mmap,
         ENCODE_RUN,
         eager,
-        &mut |_, _, run| encode_run(encoder, format, config.threads, &pool, run, &mut stats, out),
+        &mut |_, run| match run {
+            input::Run::Lines(_, lines) => encode_run(
+                encoder,
+                format,
+                config.threads,
+                &pool,
+                lines,
+                &mut stats,
+                out,
+            )
+            .map(|()| 0),
+            input::Run::Part {
+                bytes, first, last, ..
+            } => {
+                let used =
+                    encode_part(encoder, bytes, first, last, config.threads, &mut long, out)?;
+                stats.bytes += used as u64;
+                if last {
+                    long.finish(&mut stats)?;
+                }
+                long.flush(out)?;
+                Ok(used)
+            }
+        },
     )?;
     Ok(stats)
+}
+
+/// A `--whole` input is read from a stream in parts of about this many bytes.
+const WHOLE_PART: usize = 1 << 23;
+
+/// One record written as its ids arrive (`--whole`, or a line read in parts), so that
+/// memory for its ids stays bounded: `[` before the first id, `,` between, `]` and a
+/// newline at the end; with `--count`, the number of ids only.
+struct Streamed {
+    buf: Vec<u8>,
+    /// No id written yet.
+    first: bool,
+    count: bool,
+    unk: Option<u32>,
+    tokens: u64,
+    unknown: u64,
+}
+
+impl Streamed {
+    fn new(config: &EncodeConfig, unk: Option<u32>) -> Streamed {
+        Streamed {
+            buf: Vec::with_capacity(1 << 16),
+            first: true,
+            count: config.count,
+            unk,
+            tokens: 0,
+            unknown: 0,
+        }
+    }
+
+    /// Takes the next ids of the record, writing to `out` in blocks.
+    fn ids(&mut self, ids: &[u32], out: &mut dyn Write) -> Result<()> {
+        self.tokens += ids.len() as u64;
+        if let Some(unk) = self.unk {
+            self.unknown += ids.iter().filter(|&&id| id == unk).count() as u64;
+        }
+        if self.count {
+            return Ok(());
+        }
+        for &id in ids {
+            self.buf.push(if self.first { b'[' } else { b',' });
+            self.first = false;
+            ndjson::push_u32(&mut self.buf, id);
+            if self.buf.len() >= 1 << 16 {
+                self.flush(out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the record, adding its totals to `stats`; the next ids start a new one.
+    fn finish(&mut self, stats: &mut EncodeStats) -> Result<()> {
+        if self.count {
+            ndjson::push_u32(
+                &mut self.buf,
+                u32::try_from(self.tokens).unwrap_or(u32::MAX),
+            );
+            self.buf.push(b'\n');
+        } else {
+            self.buf
+                .extend_from_slice(if self.first { b"[]\n" } else { b"]\n" });
+        }
+        stats.records += 1;
+        stats.tokens += self.tokens;
+        if let Some(n) = stats.unknown.as_mut() {
+            *n += self.unknown;
+        }
+        self.first = true;
+        self.tokens = 0;
+        self.unknown = 0;
+        Ok(())
+    }
+
+    /// Writes what is formatted so far.
+    fn flush(&mut self, out: &mut dyn Write) -> Result<()> {
+        emit_flush(out, &mut self.buf)
+    }
+}
+
+/// Encodes a part of one record ([`Encoder::encode_part`]; for word models, up to the
+/// last ASCII space or newline, which no word spans) into `record`, and returns the
+/// bytes it used.
+fn encode_part(
+    encoder: &AnyEncoder,
+    text: &[u8],
+    first: bool,
+    last: bool,
+    threads: usize,
+    record: &mut Streamed,
+    out: &mut dyn Write,
+) -> Result<usize> {
+    let mut sink = |ids: &[u32]| -> Result<()> { record.ids(ids, out) };
+    match encoder {
+        AnyEncoder::Bpe(enc) => enc.encode_part(text, first, last, threads, &mut sink),
+        AnyEncoder::Word(enc) => {
+            let end = if last {
+                text.len()
+            } else {
+                memchr::memrchr2(b' ', b'\n', text).map_or(0, |k| k + 1)
+            };
+            let text = &text[..end];
+            // Words never span an ASCII space or newline, so pieces cut after one
+            // encode to the same ids: spread over the threads, written in order.
+            let pieces = Cuts {
+                text,
+                pos: 0,
+                target: ENCODE_ITEM,
+                after: (b' ', b'\n'),
+            };
+            let pool: Pool<Vec<u32>> = Pool::default();
+            let work = |piece: &[u8]| {
+                let mut ids = pool.take();
+                ids.clear();
+                enc.encode(piece, &mut ids);
+                ids
+            };
+            let mut write = |ids: Vec<u32>| {
+                let written = sink(&ids);
+                pool.put(ids);
+                written
+            };
+            if threads < 2 || text.len() < 2 * ENCODE_ITEM {
+                for piece in pieces {
+                    write(work(piece))?;
+                }
+            } else {
+                let failed =
+                    crate::parallel::ordered(threads, 2 * threads + 2, pieces, work, |ids| {
+                        match write(ids) {
+                            Ok(()) => ControlFlow::Continue(()),
+                            Err(e) => ControlFlow::Break(e),
+                        }
+                    });
+                failed.map_or(Ok(()), Err)?;
+            }
+            Ok(end)
+        }
+    }
 }
 
 /// Line-mode input is cut into items of about this many bytes of whole lines (a longer
