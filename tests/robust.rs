@@ -576,6 +576,9 @@ fn decoding_in_parts_is_decoding_whole() {
                         no_mmap: true,
                         threads,
                         line_buffered: false,
+                        format: None,
+                        eot: None,
+                        bos: None,
                     };
                     let mut out = Vec::new();
                     let result = decode_reader(config, "s", Box::new(&stream[..]), run, &mut out);

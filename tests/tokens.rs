@@ -1409,7 +1409,10 @@ fn long_records_from_a_pipe_match_the_files() {
                 .stdout
                 .clone();
             assert!(from_file.len() > 1000, "{input} {extra:?} {format}");
-            assert!(from_pipe == from_file, "{input} {extra:?} --format {format}");
+            assert!(
+                from_pipe == from_file,
+                "{input} {extra:?} --format {format}"
+            );
         }
     }
 }

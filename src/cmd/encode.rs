@@ -324,7 +324,15 @@ fn encode_to(
         match mapped {
             // A mapped file is encoded in place, cut into pieces for the threads.
             Some(text) => {
-                encode_part(encoder, &text, true, true, config.threads, &mut record, sink)?;
+                encode_part(
+                    encoder,
+                    &text,
+                    true,
+                    true,
+                    config.threads,
+                    &mut record,
+                    sink,
+                )?;
                 stats.bytes = text.len() as u64;
             }
             // Anything else is read in parts of about `WHOLE_PART` bytes, each encoded
