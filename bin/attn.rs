@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
+use toksuite::attn::kernel::Simd;
 use toksuite::attn::{self, Attn, DrawSpec, NormalFill, Options, Precision, PrintKind, Weights};
 use toksuite::cli::{self, CommonArgs, Output};
 use toksuite::error::Error;
@@ -125,6 +126,20 @@ fn parse_precision(s: &str) -> Result<Precision, String> {
     }
 }
 
+/// The kernels' path: the best this CPU has, or the one the hidden variable
+/// `TOKSUITE_ATTN_SIMD` names (`portable`, `avx2`, `avx512`), which tests and benchmarks
+/// use to compare the paths on one host.
+fn simd_from_env() -> Result<Simd, Error> {
+    match std::env::var("TOKSUITE_ATTN_SIMD") {
+        Ok(name) => Simd::from_name(&name).ok_or_else(|| {
+            Error::usage(format!(
+                "TOKSUITE_ATTN_SIMD={name}: expected portable, avx2 or avx512"
+            ))
+        }),
+        Err(_) => Ok(Simd::detect()),
+    }
+}
+
 fn main() -> ExitCode {
     let args = match cli::parse_args::<Args>("attn") {
         Ok(args) => args,
@@ -194,6 +209,7 @@ fn main() -> ExitCode {
             precision: args.precision,
             vectors: args.vectors,
             threads: args.threads.count(),
+            simd: simd_from_env()?,
         };
         let stage = Attn::new(weights, options)?;
         let sources = input::sources(&args.common.files)?;

@@ -48,7 +48,7 @@ fn x86_kernel_gives_pytorch_x86_digits() {
     assert_eq!(text, SEED_TABLE.replace("-0.2627", "-0.2626"));
 }
 
-fn run_case(dir: &Path, case: &Value, extra: &[&str]) -> Vec<Vec<f64>> {
+fn run_case(dir: &Path, case: &Value, extra: &[&str], simd: &str) -> Vec<Vec<f64>> {
     let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
     for a in case["args"].as_array().unwrap() {
         let a = a.as_str().unwrap();
@@ -63,6 +63,7 @@ fn run_case(dir: &Path, case: &Value, extra: &[&str]) -> Vec<Vec<f64>> {
     args.extend(["--precision".to_string(), "shortest".to_string()]);
     let out = tool("attn", dir)
         .args(&args)
+        .env("TOKSUITE_ATTN_SIMD", simd)
         .write_stdin(format!("{}\n", case["input"]))
         .output()
         .unwrap();
@@ -85,14 +86,23 @@ fn run_case(dir: &Path, case: &Value, extra: &[&str]) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// Every compiled path of the kernels (any runs on any x86-64 CPU: one whose features
+/// the CPU lacks runs its tile shape built for the baseline).
+const PATHS: [&str; 3] = ["avx512", "avx2", "portable"];
+
 #[test]
-fn pytorch_goldens_both_kernels() {
+fn pytorch_goldens_both_kernels_every_path() {
     let dir = scratch("attn-goldens");
     for (flavour, extra) in [("scalar", vec![]), ("avx2", vec!["--normal-fill", "avx2"])] {
         let g = goldens(flavour);
-        for case in g["cases"].as_array().unwrap() {
+        for (case, simd) in g["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| PATHS.map(|p| (c, p)))
+        {
             let want = case["output"].as_array().unwrap();
-            let got = run_case(&dir, case, &extra);
+            let got = run_case(&dir, case, &extra, simd);
             assert_eq!(got.len(), want.len(), "{flavour} {}", case["name"]);
             for (i, (gr, wr)) in got.iter().zip(want).enumerate() {
                 let wr = wr.as_array().unwrap();
@@ -101,7 +111,7 @@ fn pytorch_goldens_both_kernels() {
                     let w = w.as_f64().unwrap();
                     assert!(
                         (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
-                        "{flavour} {}: [{i}][{j}] {g} vs torch {w}",
+                        "{flavour} {simd} {}: [{i}][{j}] {g} vs torch {w}",
                         case["name"]
                     );
                 }

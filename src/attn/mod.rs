@@ -351,6 +351,8 @@ pub struct Options {
     pub vectors: bool,
     /// Threads for the kernel (the machine's cores by default).
     pub threads: usize,
+    /// Which compiled kernels run (the best this CPU has by default).
+    pub simd: kernel::Simd,
 }
 
 impl Default for Options {
@@ -361,6 +363,7 @@ impl Default for Options {
             precision: Precision::Fixed(4),
             vectors: false,
             threads: kernel::default_threads(),
+            simd: kernel::Simd::detect(),
         }
     }
 }
@@ -381,8 +384,8 @@ pub struct Attn {
     /// The run's options.
     pub options: Options,
     /// All heads' projections side by side: `dim x heads*(2 d_kq + d_v)`, laid out as
-    /// [Q of every head | K of every head | V of every head].
-    w_all: Vec<f32>,
+    /// [Q of every head | K of every head | V of every head], packed for the kernel.
+    w_all: kernel::Projection,
 }
 
 impl Attn {
@@ -402,6 +405,7 @@ impl Attn {
                 row[2 * h * dk + hi * dv..][..dv].copy_from_slice(&head.w_value[d * dv..][..dv]);
             }
         }
+        let w_all = kernel::Projection::new(options.simd, &w_all, dim, n);
         Ok(Attn {
             weights,
             options,
@@ -457,15 +461,7 @@ impl Attn {
     /// Projections of `x` into [Q | K | V] rows, `heads*(2 d_kq + d_v)` wide, plus 16
     /// spare zero columns so that the kernel can read whole vector groups.
     fn project(&self, x: &Embedded) -> Vec<f32> {
-        let n = self.weights.heads.len() * (2 * self.weights.d_kq + self.weights.d_v);
-        let mut p = kernel::matmul(
-            &x.data,
-            x.rows,
-            self.weights.dim,
-            &self.w_all,
-            n,
-            self.options.threads,
-        );
+        let mut p = self.w_all.apply(&x.data, x.rows, self.options.threads);
         p.extend_from_slice(&[0.0; 16]);
         p
     }
@@ -520,7 +516,15 @@ impl Attn {
         let (out, cols) = match self.options.print {
             PrintKind::Context => {
                 let mut out = vec![0f32; x.rows * h * dv];
-                kernel::attention(&shape, q, k, v, &mut out, self.options.threads);
+                kernel::attention(
+                    &shape,
+                    q,
+                    k,
+                    v,
+                    &mut out,
+                    self.options.threads,
+                    self.options.simd,
+                );
                 (out, h * dv)
             }
             PrintKind::Weights => (reference::weights(&shape, q, k), h * s),
