@@ -18,6 +18,9 @@ fn main() {
     if args.first().is_some_and(|a| a == "matmul") {
         return matmul(&args[1..]);
     }
+    if args.first().is_some_and(|a| a == "embed") {
+        return embed(&args[1..]);
+    }
     let num = |i: usize, d: usize| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let (t, heads, d) = (num(0, 1024), num(1, 8), num(2, 64));
     let causal = args.get(3).is_some_and(|s| s == "causal");
@@ -121,6 +124,32 @@ fn matmul(args: &[String]) {
         simd.name(),
         flops / best / 1e9
     );
+}
+
+/// `embed T VOCAB DIM [FIRST_ID]`: the rows of T random ids (from FIRST_ID up) of the
+/// drawn `nn.Embedding(VOCAB, DIM)`, then the same again (kept blocks).
+fn embed(args: &[String]) {
+    let num = |i: usize, d: u64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
+    let (t, vocab, dim, first) = (num(0, 16384), num(1, 50000), num(2, 512), num(3, 0));
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let ids: Vec<u32> = (0..t)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (first + state % (vocab - first)) as u32
+        })
+        .collect();
+    let emb =
+        toksuite::attn::LazyEmbedding::new(123, vocab as usize, dim as usize, NormalFill::Scalar);
+    for pass in ["first", "again"] {
+        let timer = Timer::start(threads());
+        std::hint::black_box(emb.rows(&ids, threads()));
+        println!(
+            "embed {t} {vocab} {dim} {first} {pass} {:.4}",
+            timer.seconds()
+        );
+    }
 }
 
 /// Threads: `ATTN_BENCH_THREADS`, or the machine's cores.

@@ -287,9 +287,14 @@ fn weights_round_trip_through_json() {
         (40, 5, 3, 2)
     );
     let ids: Vec<u32> = (0..40).collect();
-    let a: Vec<u32> = w.embed(&ids).unwrap().iter().map(|x| x.to_bits()).collect();
+    let a: Vec<u32> = w
+        .embed(&ids, 1)
+        .unwrap()
+        .iter()
+        .map(|x| x.to_bits())
+        .collect();
     let b: Vec<u32> = back
-        .embed(&ids)
+        .embed(&ids, 2)
         .unwrap()
         .iter()
         .map(|x| x.to_bits())

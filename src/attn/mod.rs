@@ -118,8 +118,9 @@ impl Weights {
         }
     }
 
-    /// Embedding rows for `ids`, row-major. An id outside the vocabulary is an error.
-    pub fn embed(&self, ids: &[u32]) -> Result<Vec<f32>> {
+    /// Embedding rows for `ids`, row-major, drawn on up to `threads` threads. An id
+    /// outside the vocabulary is an error.
+    pub fn embed(&self, ids: &[u32], threads: usize) -> Result<Vec<f32>> {
         if let Some(&bad) = ids.iter().find(|&&id| id as usize >= self.vocab_size) {
             return Err(Error::data(match self.embedding {
                 Embedding::Absent => {
@@ -132,7 +133,7 @@ impl Weights {
             }));
         }
         Ok(match &self.embedding {
-            Embedding::Drawn(lazy) => lazy.rows(ids),
+            Embedding::Drawn(lazy) => lazy.rows(ids, threads),
             Embedding::Table(table) => {
                 let mut out = Vec::with_capacity(ids.len() * self.dim);
                 for &id in ids {
@@ -450,7 +451,7 @@ impl Attn {
             }))
         } else {
             let ids = parse_ids(trimmed)?;
-            let data = self.weights.embed(&ids)?;
+            let data = self.weights.embed(&ids, self.options.threads)?;
             Ok(Some(Embedded {
                 data,
                 rows: ids.len(),
