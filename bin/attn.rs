@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use toksuite::attn::kernel::Simd;
-use toksuite::attn::{self, Attn, DrawSpec, NormalFill, Options, Precision, PrintKind, Weights};
+use toksuite::attn::{
+    self, Attn, DrawSpec, Format, NormalFill, Options, Precision, PrintKind, Weights,
+};
 use toksuite::cli::{self, CommonArgs, Output};
 use toksuite::error::Error;
 use toksuite::input;
@@ -20,7 +22,9 @@ Examples:
   bpe-train --model-type word s.txt > words.json
   bpe-encode -m words.json s.txt | attn --causal
   bpe-encode -m merges.json book.txt | attn --dim 64 --d-kq 64 --d-v 64 --heads 8
-  attn --dump-weights w.json </dev/null; attn --weights w.json ids.jsonl";
+  attn --dump-weights w.json </dev/null; attn --weights w.json ids.jsonl
+  attn --format npy ids.jsonl > out.npy   # python: f = open('out.npy', 'rb'); np.load(f)
+  attn --format f32 --heads 8 --d-v 64 ids.jsonl | od -f | head";
 
 #[derive(Clone, Copy, ValueEnum)]
 enum PrintArg {
@@ -30,6 +34,18 @@ enum PrintArg {
     Weights,
     /// Raw scores q.k before scaling and masking: T rows of HEADS x S numbers
     Scores,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FormatArg {
+    /// One line per record: a JSON array of T rows of numbers
+    Json,
+    /// Raw little-endian float32, T x C numbers per record, row after row, records back to
+    /// back
+    F32,
+    /// One NPY stream per record (float32, shape (T, C)): numpy.load on an open file
+    /// reads one record per call
+    Npy,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -102,7 +118,11 @@ struct Args {
     #[arg(long, value_enum, value_name = "WHAT", default_value = "context")]
     print: PrintArg,
 
-    /// Digits after the decimal point (0-9), or "shortest" for float32 round-trip text
+    /// Output format of each record
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "json")]
+    format: FormatArg,
+
+    /// JSON digits after the decimal point (0-9), or "shortest" for float32 round-trip text
     #[arg(long, value_name = "N", default_value = "4", value_parser = parse_precision)]
     precision: Precision,
 
@@ -205,6 +225,11 @@ fn main() -> ExitCode {
                 PrintArg::Context => PrintKind::Context,
                 PrintArg::Weights => PrintKind::Weights,
                 PrintArg::Scores => PrintKind::Scores,
+            },
+            format: match args.format {
+                FormatArg::Json => Format::Json,
+                FormatArg::F32 => Format::F32,
+                FormatArg::Npy => Format::Npy,
             },
             precision: args.precision,
             vectors: args.vectors,

@@ -392,3 +392,102 @@ fn output_file_and_long_record() {
     let v: Value = serde_json::from_slice(&std::fs::read(dir.join("out.jsonl")).unwrap()).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 20_000);
 }
+
+/// The rows of one JSON output line, each number parsed as float32 from its text.
+fn json_rows(line: &str) -> Vec<Vec<f32>> {
+    let inner = line
+        .trim()
+        .strip_prefix('[')
+        .unwrap()
+        .strip_suffix(']')
+        .unwrap();
+    if inner.is_empty() {
+        return Vec::new();
+    }
+    let inner = inner.strip_prefix('[').unwrap().strip_suffix(']').unwrap();
+    inner
+        .split("],[")
+        .map(|row| row.split(',').map(|x| x.parse::<f32>().unwrap()).collect())
+        .collect()
+}
+
+/// Reads one NPY stream from the front of `bytes` (an independent reader: the NPY 1.0
+/// format as numpy documents it): returns the shape, the numbers and the rest.
+fn read_npy(bytes: &[u8]) -> ((usize, usize), Vec<f32>, &[u8]) {
+    assert_eq!(&bytes[..6], b"\x93NUMPY", "magic");
+    assert_eq!((bytes[6], bytes[7]), (1, 0), "version");
+    let len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    assert_eq!((10 + len) % 64, 0, "data aligned to 64 bytes");
+    let header = std::str::from_utf8(&bytes[10..10 + len]).unwrap();
+    assert!(header.ends_with('\n'));
+    assert!(header.contains("'descr': '<f4'"), "{header}");
+    assert!(header.contains("'fortran_order': False"), "{header}");
+    let shape = header.split("'shape': (").nth(1).unwrap();
+    let shape: Vec<usize> = shape[..shape.find(')').unwrap()]
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let (rows, cols) = (shape[0], shape[1]);
+    let data = &bytes[10 + len..];
+    let nums = f32_le(&data[..rows * cols * 4]);
+    ((rows, cols), nums, &data[rows * cols * 4..])
+}
+
+fn f32_le(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect()
+}
+
+fn bits(rows: &[Vec<f32>]) -> Vec<u32> {
+    rows.iter().flatten().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn binary_output_read_back_equals_the_json_rows() {
+    let dir = scratch("attn-binary");
+    let input = "{\"model\":\"x\"}\n[0,4,5,2,1,3]\n[]\n[7]\n[9,8,7,6,5,4,3,2,1,0,11,12,13,14,15,16,17,18,19,20]\n";
+    for extra in [
+        vec!["--heads", "3", "--dim", "5", "--causal"],
+        vec!["--print", "weights", "--heads", "2"],
+    ] {
+        let run = |format: &str| {
+            let out = tool("attn", &dir)
+                .args(&extra)
+                .args(["--format", format, "--precision", "shortest"])
+                .write_stdin(input)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            out.stdout
+        };
+        let json = String::from_utf8(run("json")).unwrap();
+        let records: Vec<Vec<Vec<f32>>> = json.lines().map(json_rows).collect();
+        assert_eq!(records.len(), 4);
+        // f32: the numbers of every record, back to back.
+        let raw = f32_le(&run("f32"));
+        let want: Vec<u32> = records.iter().flat_map(|r| bits(r)).collect();
+        assert_eq!(raw.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want);
+        // npy: one stream per record, in order, shapes (T, C).
+        let npy = run("npy");
+        let mut rest = &npy[..];
+        for rows in &records {
+            let (shape, nums, more) = read_npy(rest);
+            assert_eq!(shape.0, rows.len());
+            if let Some(first) = rows.first() {
+                assert_eq!(shape.1, first.len());
+            }
+            let got: Vec<u32> = nums.iter().map(|x| x.to_bits()).collect();
+            assert_eq!(got, bits(rows));
+            rest = more;
+        }
+        assert!(rest.is_empty());
+    }
+}

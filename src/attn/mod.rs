@@ -6,12 +6,14 @@
 //! and the projection matmul), `reference` (the materialised softmax behind
 //! `--print weights|scores`).
 
+pub mod format;
 pub mod kernel;
 pub mod reference;
 pub mod rng;
 
 use std::io::{BufRead, Write};
 
+pub use format::{Format, Precision};
 pub use rng::{LazyEmbedding, NormalFill, TorchRng};
 
 use crate::error::{Error, Result};
@@ -330,15 +332,6 @@ pub enum PrintKind {
     Scores,
 }
 
-/// How numbers are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Precision {
-    /// Fixed digits after the decimal point, like PyTorch's printout (the seed's 4).
-    Fixed(usize),
-    /// The shortest text that reads back as the same float32.
-    Shortest,
-}
-
 /// Options of one `attn` run besides the weights.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -346,7 +339,9 @@ pub struct Options {
     pub causal: bool,
     /// What to print.
     pub print: PrintKind,
-    /// How to write numbers.
+    /// How to write records.
+    pub format: Format,
+    /// How to write numbers in JSON.
     pub precision: Precision,
     /// Records are arrays of embedding rows instead of ids.
     pub vectors: bool,
@@ -361,6 +356,7 @@ impl Default for Options {
         Options {
             causal: false,
             print: PrintKind::Context,
+            format: Format::Json,
             precision: Precision::Fixed(4),
             vectors: false,
             threads: kernel::default_threads(),
@@ -539,45 +535,9 @@ impl Attn {
         Ok((out, cols))
     }
 
-    /// Writes one output record: a JSON array of rows of `cols` numbers, and a newline.
+    /// Writes one output record (rows of `cols` numbers) in the run's format.
     pub fn write_rows(&self, w: &mut dyn Write, data: &[f32], cols: usize) -> std::io::Result<()> {
-        // Written in pieces: a 100k-token record of 512 numbers a row is hundreds of MB
-        // of text, which need not be held at once.
-        let mut buf = String::with_capacity(1 << 16);
-        buf.push('[');
-        if cols > 0 {
-            for (i, row) in data.chunks(cols).enumerate() {
-                if i > 0 {
-                    buf.push(',');
-                }
-                buf.push('[');
-                for (j, &x) in row.iter().enumerate() {
-                    if j > 0 {
-                        buf.push(',');
-                    }
-                    push_number(&mut buf, x, self.options.precision);
-                }
-                buf.push(']');
-                if buf.len() >= 1 << 16 {
-                    w.write_all(buf.as_bytes())?;
-                    buf.clear();
-                }
-            }
-        }
-        buf.push_str("]\n");
-        w.write_all(buf.as_bytes())
-    }
-}
-
-fn push_number(buf: &mut String, x: f32, precision: Precision) {
-    use std::fmt::Write as _;
-    match precision {
-        Precision::Fixed(p) => {
-            let _ = write!(buf, "{x:.p$}");
-        }
-        Precision::Shortest => {
-            let _ = write!(buf, "{x}");
-        }
+        format::write_record(w, data, cols, self.options.format, self.options.precision)
     }
 }
 
