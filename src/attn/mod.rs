@@ -17,8 +17,8 @@ pub use format::{Format, Precision};
 pub use rng::{LazyEmbedding, NormalFill, TorchRng};
 
 use crate::error::{Error, Result};
+use crate::format::ids as ndjson;
 use crate::input::{self, Source};
-use crate::ndjson;
 
 /// Shape and provenance of weights drawn like the seed's example.
 #[derive(Debug, Clone)]
