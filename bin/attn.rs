@@ -1,5 +1,5 @@
 //! attn: scaled dot-product attention over records of token ids (or vectors), with
-//! weights drawn exactly as the seed's PyTorch example draws them.
+//! weights drawn bit for bit as PyTorch draws them (PyTorch-compatible generator).
 #![deny(unsafe_code)]
 
 use std::process::ExitCode;
@@ -15,7 +15,7 @@ use toksuite::input;
 
 const EXAMPLES: &str = "\
 Examples:
-  echo '[0,4,5,2,1,3]' | attn                    # the seed's 6x4 SelfAttention table
+  echo '[0,4,5,2,1,3]' | attn                    # the classic 6x4 SelfAttention table
   echo '[0,4,5,2,1,3]' | attn --print weights    # its softmax weights, 6x6
   echo '[0,4,5,2,1,3]' | attn --heads 4 --d-v 1  # four heads, side by side
   echo 'Life is short eat dessert first' > s.txt
@@ -39,7 +39,7 @@ enum PrintArg {
 #[derive(Clone, Copy, ValueEnum)]
 enum FormatArg {
     /// One line per record: a JSON array of T rows of numbers
-    Json,
+    Ndjson,
     /// Raw little-endian float32, T x C numbers per record, row after row, records back to
     /// back
     F32,
@@ -51,7 +51,7 @@ enum FormatArg {
 #[derive(Clone, Copy, ValueEnum)]
 enum FillArg {
     /// PyTorch's portable normal_ kernel (ARM, Apple, ATEN_CPU_CAPABILITY=default): the
-    /// seed's printed digits
+    /// digits PyTorch prints on those machines
     Scalar,
     /// x86-64 PyTorch's AVX2 normal_ kernel, bit for bit
     Avx2,
@@ -62,7 +62,8 @@ enum FillArg {
 /// Each record is embedded (nn.Embedding drawn after torch.manual_seed), projected by
 /// each head's W_query, W_key, W_value (torch.rand, in that order, after seeding again)
 /// and attended; each output line is a JSON array of T rows (context vectors, heads side
-/// by side). With no options this is the seed's worked example.
+/// by side). With no options this is the classic worked example (vocabulary 50000, dimension 3,
+/// d_kq 2, d_v 4, seed 123).
 #[derive(Parser)]
 #[command(name = "attn", version, after_help = EXAMPLES)]
 struct Args {
@@ -119,7 +120,7 @@ struct Args {
     print: PrintArg,
 
     /// Output format of each record
-    #[arg(long, value_enum, value_name = "FORMAT", default_value = "json")]
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "ndjson")]
     format: FormatArg,
 
     /// JSON digits after the decimal point (0-9), or "shortest" for float32 round-trip text
@@ -186,12 +187,22 @@ fn main() -> ExitCode {
             .and_then(|n| n.checked_add(args.d_v))
             .and_then(|n| n.checked_mul(args.heads));
         if cells(args.vocab_size, args.dim).is_none()
-            || head_cols
-                .and_then(|n| cells(args.dim, n))
-                .is_none_or(|n| n > 1 << 30)
+            || head_cols.and_then(|n| cells(args.dim, n)).is_none()
         {
             return Err(Error::usage("the requested sizes are too large"));
         }
+        let spec = DrawSpec {
+            vocab_size: args.vocab_size,
+            dim: args.dim,
+            d_kq: args.d_kq,
+            d_v: args.d_v,
+            heads: args.heads,
+            seed: args.seed,
+            fill: match args.normal_fill {
+                FillArg::Scalar => NormalFill::Scalar,
+                FillArg::Avx2 => NormalFill::Avx2,
+            },
+        };
         let weights = match &args.weights {
             Some(path) => {
                 let text = std::fs::read(path).map_err(|e| {
@@ -199,18 +210,10 @@ fn main() -> ExitCode {
                 })?;
                 Weights::from_json(&text).map_err(|e| e.in_file(&path.display().to_string()))?
             }
-            None => Weights::draw(&DrawSpec {
-                vocab_size: args.vocab_size,
-                dim: args.dim,
-                d_kq: args.d_kq,
-                d_v: args.d_v,
-                heads: args.heads,
-                seed: args.seed,
-                fill: match args.normal_fill {
-                    FillArg::Scalar => NormalFill::Scalar,
-                    FillArg::Avx2 => NormalFill::Avx2,
-                },
-            }),
+            None => {
+                spec.check()?;
+                Weights::draw(&spec)
+            }
         };
         if let Some(path) = &args.dump_weights {
             let mut out = Output::create(Some(path))?;
@@ -227,7 +230,7 @@ fn main() -> ExitCode {
                 PrintArg::Scores => PrintKind::Scores,
             },
             format: match args.format {
-                FormatArg::Json => Format::Json,
+                FormatArg::Ndjson => Format::Ndjson,
                 FormatArg::F32 => Format::F32,
                 FormatArg::Npy => Format::Npy,
             },

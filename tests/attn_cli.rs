@@ -468,7 +468,7 @@ fn binary_output_read_back_equals_the_json_rows() {
             );
             out.stdout
         };
-        let json = String::from_utf8(run("json")).unwrap();
+        let json = String::from_utf8(run("ndjson")).unwrap();
         let records: Vec<Vec<Vec<f32>>> = json.lines().map(json_rows).collect();
         assert_eq!(records.len(), 4);
         // f32: the numbers of every record, back to back.
@@ -489,5 +489,65 @@ fn binary_output_read_back_equals_the_json_rows() {
             rest = more;
         }
         assert!(rest.is_empty());
+    }
+}
+
+#[test]
+fn hostile_sizes_and_records_are_clean_errors() {
+    let dir = scratch("attn-hostile");
+    // Sizes from flags are checked before anything is allocated.
+    fails(
+        &dir,
+        &["--heads", "10000000", "--d-v", "1", "--d-kq", "1"],
+        "[1]\n",
+        1,
+        "attn: error: 10000000 heads: at most 65536",
+    );
+    fails(
+        &dir,
+        &[
+            "--dim", "100000", "--heads", "8", "--d-kq", "1000", "--d-v", "1000",
+        ],
+        "",
+        1,
+        "more than 2^30 numbers",
+    );
+    // And sizes from records: a 40 000-id record's weights matrix is 1.6e9 numbers.
+    let ids = vec!["1"; 40_000].join(",");
+    fails(
+        &dir,
+        &["--print", "weights"],
+        &format!("[1,2]\n[{ids}]\n"),
+        1,
+        "<stdin>:2: the matrix of this record (T x heads x S) would be 40000 x 1 x 40000",
+    );
+    // An object that is not a header is not skipped silently.
+    fails(
+        &dir,
+        &[],
+        "[1,2]\n{}\n[3]\n",
+        1,
+        "<stdin>:2: header has no \"model\" name",
+    );
+    fails(&dir, &[], "[1]\n{\"model\":7}\n", 1, "<stdin>:2:");
+    // Unknown fields of a weights file are errors, at the top and in a head.
+    for (text, field) in [
+        (
+            r#"{"dimm":1,"heads":[{"W_query":[[1]],"W_key":[[1]],"W_value":[[1]]}]}"#,
+            "\"dimm\"",
+        ),
+        (
+            r#"{"heads":[{"W_query":[[1]],"W_key":[[1]],"W_value":[[1]],"W_out":[[1]]}]}"#,
+            "\"heads[0].W_out\"",
+        ),
+    ] {
+        std::fs::write(dir.join("typo.json"), text).unwrap();
+        fails(
+            &dir,
+            &["--weights", "typo.json", "--vectors"],
+            "[[1]]\n",
+            1,
+            &format!("typo.json: unknown field {field}"),
+        );
     }
 }

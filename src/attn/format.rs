@@ -27,7 +27,7 @@ use std::io::Write;
 pub enum Format {
     /// One line per record: a JSON array of rows of numbers.
     #[default]
-    Json,
+    Ndjson,
     /// Raw little-endian float32 numbers, row-major, records back to back.
     F32,
     /// One NPY stream per record: a float32 array of shape (T, C).
@@ -37,7 +37,7 @@ pub enum Format {
 /// How numbers are written in JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
-    /// Fixed digits after the decimal point, like PyTorch's printout (the seed's 4).
+    /// Fixed digits after the decimal point, like PyTorch's printout (4 by default).
     Fixed(usize),
     /// The shortest text that reads back as the same float32.
     Shortest,
@@ -53,7 +53,7 @@ pub fn write_record(
 ) -> std::io::Result<()> {
     let rows = if cols == 0 { 0 } else { data.len() / cols };
     match format {
-        Format::Json => write_json(w, data, cols, precision),
+        Format::Ndjson => write_json(w, data, cols, precision),
         Format::F32 => write_le(w, data),
         Format::Npy => {
             w.write_all(&npy_header(rows, cols))?;

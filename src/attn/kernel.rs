@@ -768,6 +768,19 @@ impl Kernels<PORTABLE_N> for Portable {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Threads spawned from this thread by attention's parallel loops (tests only).
+    pub(crate) static SPAWNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one spawn for the tests; nothing in a normal build.
+#[inline(always)]
+pub(crate) fn count_spawn() {
+    #[cfg(test)]
+    SPAWNED.with(|c| c.set(c.get() + 1));
+}
+
 /// The number of threads to use: the machine's cores.
 pub fn default_threads() -> usize {
     std::thread::available_parallelism()
@@ -801,6 +814,7 @@ fn parallel_items<S>(
     }
     std::thread::scope(|s| {
         for _ in 1..threads {
+            count_spawn();
             s.spawn(run);
         }
         run();
@@ -843,6 +857,7 @@ fn parallel_phases<S>(
     }
     std::thread::scope(|s| {
         for _ in 1..threads {
+            count_spawn();
             s.spawn(run);
         }
         run();

@@ -1,4 +1,4 @@
-//! The seed's scaled dot-product attention as a library: weights drawn like PyTorch
+//! Scaled dot-product attention as a library: weights drawn bit for bit like PyTorch
 //! (or loaded from JSON), records embedded and projected, attention by the fast
 //! kernel, and the output rows formatted as JSON.
 //!
@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::format::ids as ndjson;
 use crate::input::{self, Source};
 
-/// Shape and provenance of weights drawn like the seed's example.
+/// Shape and provenance of weights drawn with the PyTorch-compatible generator.
 #[derive(Debug, Clone)]
 pub struct DrawSpec {
     /// Rows of the embedding table (`nn.Embedding(vocab_size, dim)`).
@@ -40,7 +40,7 @@ pub struct DrawSpec {
 }
 
 impl Default for DrawSpec {
-    /// The seed's example: `--vocab-size 50000 --dim 3 --d-kq 2 --d-v 4 --heads 1 --seed 123`.
+    /// The classic worked example: `--vocab-size 50000 --dim 3 --d-kq 2 --d-v 4 --heads 1 --seed 123`.
     fn default() -> DrawSpec {
         DrawSpec {
             vocab_size: 50_000,
@@ -51,6 +51,57 @@ impl Default for DrawSpec {
             seed: 123,
             fill: NormalFill::Scalar,
         }
+    }
+}
+
+/// Most heads a stage takes: each head has its own scratch in the kernel for every
+/// record, so a head count far beyond any model's is memory for nothing.
+pub const MAX_HEADS: usize = 1 << 16;
+
+/// Most float32 numbers in the heads' weights and in one record's buffers (projections,
+/// `--print weights|scores` matrices): 2^30, 4 GiB. Checked before allocating, so that
+/// a size no machine holds is an error with a message, not an abort.
+pub const MAX_NUMBERS: usize = 1 << 30;
+
+impl DrawSpec {
+    /// Checks the sizes before anything is drawn: at least 1 each, at most [`MAX_HEADS`]
+    /// heads and [`MAX_NUMBERS`] weights.
+    pub fn check(&self) -> Result<()> {
+        check_sizes(self.dim, self.d_kq, self.d_v, self.heads)
+    }
+}
+
+/// The checks of [`DrawSpec::check`], also applied to weights read from a file.
+fn check_sizes(dim: usize, d_kq: usize, d_v: usize, heads: usize) -> Result<()> {
+    if dim == 0 || d_kq == 0 || d_v == 0 || heads == 0 {
+        return Err(Error::usage("dimensions and head count must be at least 1"));
+    }
+    if heads > MAX_HEADS {
+        return Err(Error::data(format!(
+            "{heads} heads: at most {MAX_HEADS} are supported"
+        )));
+    }
+    let numbers = d_kq
+        .checked_mul(2)
+        .and_then(|n| n.checked_add(d_v))
+        .and_then(|n| n.checked_mul(heads))
+        .and_then(|n| n.checked_mul(dim));
+    match numbers {
+        Some(n) if n <= MAX_NUMBERS => Ok(()),
+        _ => Err(Error::data(format!(
+            "the weights of {heads} heads of dim {dim} x (2 x {d_kq} + {d_v}) would be more \
+             than 2^30 numbers (4 GiB)"
+        ))),
+    }
+}
+
+/// An error unless a buffer of `a x b x c` numbers is within [`MAX_NUMBERS`].
+fn check_buffer(what: &str, a: usize, b: usize, c: usize) -> Result<()> {
+    match a.checked_mul(b).and_then(|n| n.checked_mul(c)) {
+        Some(n) if n <= MAX_NUMBERS => Ok(()),
+        _ => Err(Error::data(format!(
+            "{what} would be {a} x {b} x {c} numbers, more than 2^30 (4 GiB)"
+        ))),
     }
 }
 
@@ -94,7 +145,7 @@ pub struct Weights {
 }
 
 impl Weights {
-    /// Draws weights exactly as the seed does: `manual_seed(seed)`, `nn.Embedding`;
+    /// Draws weights exactly as PyTorch code seeded once per table does: `manual_seed(seed)`, `nn.Embedding`;
     /// `manual_seed(seed)` again, then per head `W_query`, `W_key`, `W_value` by `torch.rand`.
     pub fn draw(spec: &DrawSpec) -> Weights {
         let mut rng = TorchRng::new(spec.seed);
@@ -158,6 +209,7 @@ impl Weights {
         let obj = value
             .as_object()
             .ok_or_else(|| Error::data("not a JSON weights object"))?;
+        unknown_field(obj, WEIGHTS_FIELDS, "")?;
         let heads_v = obj
             .get("heads")
             .and_then(|h| h.as_array())
@@ -168,6 +220,10 @@ impl Weights {
         let mut heads = Vec::new();
         let (mut dim, mut d_kq, mut d_v) = (None, None, None);
         for (h, hv) in heads_v.iter().enumerate() {
+            let head = hv
+                .as_object()
+                .ok_or_else(|| Error::data(format!("heads[{h}] is not a head object")))?;
+            unknown_field(head, HEAD_FIELDS, &format!("heads[{h}]."))?;
             let mut mats = Vec::new();
             for name in ["W_query", "W_key", "W_value"] {
                 let width = if name == "W_value" {
@@ -259,6 +315,26 @@ impl Weights {
             w.write_all(b"}")?;
         }
         w.write_all(b"]}\n")
+    }
+}
+
+/// The fields of a weights object, and of each of its heads.
+const WEIGHTS_FIELDS: &[&str] = &["vocab_size", "dim", "d_kq", "d_v", "embedding", "heads"];
+const HEAD_FIELDS: &[&str] = &["W_query", "W_key", "W_value"];
+
+/// An error naming the first field of `obj` not in `known` (a misspelt field would
+/// otherwise be ignored silently).
+fn unknown_field(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    known: &[&str],
+    prefix: &str,
+) -> Result<()> {
+    match obj.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(Error::data(format!(
+            "unknown field \"{prefix}{k}\" (the fields are {})",
+            known.join(", ")
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -356,7 +432,7 @@ impl Default for Options {
         Options {
             causal: false,
             print: PrintKind::Context,
-            format: Format::Json,
+            format: Format::Ndjson,
             precision: Precision::Fixed(4),
             vectors: false,
             threads: kernel::default_threads(),
@@ -389,9 +465,7 @@ impl Attn {
     /// Builds the stage; checks that the shapes fit together.
     pub fn new(weights: Weights, options: Options) -> Result<Attn> {
         let (dim, dk, dv, h) = (weights.dim, weights.d_kq, weights.d_v, weights.heads.len());
-        if dim == 0 || dk == 0 || dv == 0 || h == 0 {
-            return Err(Error::usage("dimensions and head count must be at least 1"));
-        }
+        check_sizes(dim, dk, dv, h)?;
         let n = h * (2 * dk + dv);
         let mut w_all = vec![0f32; dim * n];
         for (hi, head) in weights.heads.iter().enumerate() {
@@ -416,6 +490,14 @@ impl Attn {
     pub fn parse_record(&self, line: &[u8]) -> Result<Option<Embedded>> {
         let trimmed = line.trim_ascii();
         if ndjson::is_header(trimmed) {
+            // A header names a model; any other object is not data this stage can skip.
+            ndjson::parse_header(trimmed)
+                .and_then(|h| ndjson::parse_stream_header(&h))
+                .map_err(|e| {
+                    Error::data(format!(
+                        "{e}: a line is a record (a JSON array) or a header object naming its \"model\""
+                    ))
+                })?;
             return Ok(None);
         }
         let dim = self.weights.dim;
@@ -472,6 +554,14 @@ impl Attn {
             self.weights.d_v,
         );
         let n = h * (2 * dk + dv);
+        check_buffer("the projections of this record", x.rows, 1, n)?;
+        if let Some(c) = context {
+            check_buffer("the projections of the context record", c.rows, 1, n)?;
+        }
+        if self.options.print != PrintKind::Context {
+            let s = context.map_or(x.rows, |c| c.rows);
+            check_buffer("the matrix of this record (T x heads x S)", x.rows, h, s)?;
+        }
         let px = self.project(x);
         let pc;
         let (kv, s) = match context {
@@ -622,4 +712,50 @@ pub fn parse_ids(text: &[u8]) -> Result<Vec<u32>> {
     let mut ids = Vec::new();
     ndjson::parse_ids_into(text, &mut ids).map_err(Error::data)?;
     Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Threads spawned on this thread while `f` runs.
+    fn spawns(f: impl FnOnce()) -> usize {
+        let before = kernel::SPAWNED.with(|c| c.get());
+        f();
+        kernel::SPAWNED.with(|c| c.get()) - before
+    }
+
+    #[test]
+    fn short_records_start_no_threads_whatever_their_count() {
+        let spec = DrawSpec {
+            dim: 64,
+            d_kq: 16,
+            d_v: 16,
+            heads: 4,
+            ..DrawSpec::default()
+        };
+        let options = Options {
+            threads: 2,
+            ..Options::default()
+        };
+        let stage = Attn::new(Weights::draw(&spec), options).unwrap();
+        let mut out = Vec::new();
+        let mut one = |line: &[u8]| {
+            let x = stage.parse_record(line).unwrap().unwrap();
+            let (data, cols) = stage.compute(&x, None).unwrap();
+            stage.write_rows(&mut out, &data, cols).unwrap();
+        };
+        let n = spawns(|| {
+            for i in 0..20_000u32 {
+                one(format!("[{},{}]", i, 49_999 - i).as_bytes());
+            }
+        });
+        assert_eq!(n, 0, "20 000 two-id records started {n} threads");
+        // A long record does use the second core: the count above can see spawns.
+        let ids: Vec<String> = (0..2000).map(|i| i.to_string()).collect();
+        let n = spawns(|| one(format!("[{}]", ids.join(",")).as_bytes()));
+        assert!((1..=8).contains(&n), "{n}");
+        drop(one);
+        assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 20_001);
+    }
 }

@@ -1,10 +1,10 @@
 //! The materialised path: whole score and weight matrices (t x s per head), computed
-//! the way the seed's code does, for `--print scores|weights`. Simple loops in f32; the
+//! as the textbook formula reads, for `--print scores|weights`. Simple loops in f32; the
 //! fast kernel never builds these matrices.
 
 use super::kernel::{Shape, View};
 
-/// Raw scores `q_i . k_j` (unscaled, unmasked, as the seed's `attn_scores`): t rows of
+/// Raw scores `q_i . k_j` (unscaled, unmasked, as PyTorch's `q @ k.T`): t rows of
 /// `heads * s`, head after head within a row.
 pub fn scores(shape: &Shape, q: View, k: View) -> Vec<f32> {
     let (h, dk, t, s) = (shape.heads, shape.d_kq, shape.t, shape.s);

@@ -7,14 +7,14 @@
 
 use std::sync::Mutex;
 
-/// Which of PyTorch's two vectorised `normal_` kernels to reproduce (note §1.6).
+/// Which of PyTorch's two vectorised `normal_` kernels to reproduce.
 ///
 /// Both agree with each other to about 3 ulp; they differ in the last bits only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NormalFill {
     /// PyTorch's portable `normal_fill` with the C library's `logf`/`cosf`/`sinf`: what
     /// PyTorch runs on ARM and Apple machines and with `ATEN_CPU_CAPABILITY=default`.
-    /// With glibc this matches PyTorch bit for bit, and it gives the seed's printed digits.
+    /// With glibc this matches PyTorch bit for bit, and it gives the digits PyTorch prints on those machines.
     #[default]
     Scalar,
     /// x86-64 PyTorch's `normal_fill_AVX2` (also used on AVX-512 machines), bit for bit:
@@ -46,8 +46,8 @@ fn twist(st: &mut [u32; N]) {
     st[N - 1] = mix(st[N - 1], st[0], st[M - 1]);
 }
 
-/// The MT19937 engine as PyTorch seeds and steps it (note §1.2), with the cached
-/// normal sample of PyTorch's per-element path (§1.7).
+/// The MT19937 engine as PyTorch seeds and steps it, with the cached
+/// normal sample of PyTorch's per-element path.
 #[derive(Clone)]
 pub struct TorchRng {
     state: [u32; N],
@@ -111,7 +111,7 @@ impl TorchRng {
         }
     }
 
-    /// One `torch.rand` float32 sample in [0, 1) (note §1.3).
+    /// One `torch.rand` float32 sample in [0, 1).
     pub fn uniform_f32(&mut self) -> f32 {
         let u = self.next_u32();
         (u & 0x00ff_ffff) as f32 * (1.0 / 16_777_216.0)
@@ -129,7 +129,7 @@ impl TorchRng {
         (0..n).map(|_| self.uniform_f32()).collect()
     }
 
-    /// One standard normal sample from PyTorch's per-element double path (note §1.7),
+    /// One standard normal sample from PyTorch's per-element double path,
     /// used for tensors of fewer than 16 elements; the sine sample is cached.
     pub fn normal_scalar(&mut self) -> f64 {
         if let Some(v) = self.cached_normal.take() {
@@ -144,7 +144,7 @@ impl TorchRng {
     }
 
     /// `Tensor.normal_(0, 1)` on a fresh contiguous float32 tensor of `n` elements, as
-    /// `nn.Embedding` initialises its weight (note §1.4, §1.5).
+    /// `nn.Embedding` initialises its weight.
     pub fn normal_f32(&mut self, n: usize, fill: NormalFill) -> Vec<f32> {
         if n < 16 {
             return (0..n).map(|_| self.normal_scalar() as f32).collect();
@@ -164,7 +164,7 @@ impl TorchRng {
     }
 }
 
-/// Box-Muller on one 16-block, in place: element j < 8 pairs with j + 8 (note §1.5).
+/// Box-Muller on one 16-block, in place: element j < 8 pairs with j + 8.
 pub fn transform16(d: &mut [f32; 16], fill: NormalFill) {
     for j in 0..8 {
         let u1 = 1.0f32 - d[j];
@@ -192,7 +192,7 @@ fn f(bits: u32) -> f32 {
     f32::from_bits(bits)
 }
 
-/// `log256_ps` of PyTorch's `avx_mathfun.h` with GCC's contractions (note §1.6a).
+/// `log256_ps` of PyTorch's `avx_mathfun.h` with GCC's contractions.
 fn log256(x: f32) -> f32 {
     let x = x.max(f32::from_bits(0x0080_0000));
     let b = x.to_bits();
@@ -485,6 +485,7 @@ impl LazyEmbedding {
             let mut parts = fresh.chunks_mut(per);
             let first = parts.next();
             for part in parts {
+                super::kernel::count_spawn();
                 s.spawn(move || part.iter_mut().for_each(|d| transform16(d, fill)));
             }
             if let Some(part) = first {
