@@ -38,6 +38,11 @@ impl Source {
     pub fn is_stdin(&self) -> bool {
         self.path.is_none()
     }
+
+    /// The file's path (`None` for standard input).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
 }
 
 /// Turns FILE arguments into sources: none means standard input, `-` is standard input

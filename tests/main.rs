@@ -11,6 +11,8 @@ mod encode_props;
 mod interop;
 mod parallel_props;
 mod pretokenize_props;
+mod scale_out;
 mod tiktoken_goldens;
+mod tokens;
 mod train_props;
 mod word_props;

@@ -5,7 +5,7 @@
 
 mod output;
 
-pub use output::Output;
+pub use output::{AtomicFile, Output, SpillFile};
 
 use std::fmt;
 

@@ -1,7 +1,10 @@
 //! The decoding engine of `bpe-decode`: an id stream, read in runs of whole lines, cut
 //! into items (whole lines, or the pieces of a long line cut between ids), decoded on the
 //! threads by the fast path ([`super::DecodeTable`]) and written in input order, with
-//! header lines choosing the model of the records after them.
+//! header lines choosing the model of the records after them; and token files, whose
+//! records come in pieces of ids from [`crate::format::tokens::read_pieces`] and are
+//! decoded on this thread as they come (a table lookup and a copy per id: the reading
+//! and writing, not the decoding, is the work there).
 
 use std::io::Write;
 use std::ops::ControlFlow;
@@ -9,6 +12,7 @@ use std::sync::Arc;
 
 use super::{decode_ids, vocab_size, DecodeBuf, DecodeTable};
 use crate::error::{Error, Result};
+use crate::format::tokens::{Boundary, Input};
 use crate::format::{self, ids as ndjson, ids::StreamModel};
 use crate::input;
 use crate::model::Model;
@@ -570,4 +574,55 @@ fn load_named(named: &StreamModel) -> Result<Model> {
         )));
     }
     Ok(model)
+}
+
+/// Decodes token files: each record's bytes, then a newline unless `whole`. A record's
+/// pieces are written as they come, so memory stays bounded whatever its length. Word
+/// models join words with a space, across pieces too.
+pub(crate) fn decode_token_files(
+    model: &Model,
+    whole: bool,
+    inputs: &[Input],
+    boundary: Boundary,
+    no_mmap: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let words = matches!(model, Model::Word(_));
+    let mut bytes = Vec::with_capacity(1 << 18);
+    // The record has ids written (word models put a space before the next piece).
+    let mut started = false;
+    format::tokens::read_pieces(inputs, boundary, no_mmap, &mut |piece| {
+        if !piece.ids.is_empty() {
+            if words && started {
+                bytes.push(b' ');
+            }
+            let mark = bytes.len();
+            if let Err(id) = decode_ids(model, piece.ids, &mut bytes) {
+                let k = piece.ids.iter().position(|&x| x == id).unwrap_or(0);
+                // What came before the bad id is written, as for id streams.
+                bytes.truncate(mark);
+                let _ = decode_ids(model, &piece.ids[..k], &mut bytes);
+                out.write_all(&bytes).map_err(Error::write)?;
+                return Err(Error::data(format!(
+                    "token {}: id {id} is not in the vocabulary (size {})",
+                    piece.offset + k as u64,
+                    vocab_size(model)
+                ))
+                .in_file(piece.file));
+            }
+            started = true;
+        }
+        if piece.end {
+            if !whole {
+                bytes.push(b'\n');
+            }
+            started = false;
+        }
+        if bytes.len() >= 1 << 16 {
+            out.write_all(&bytes).map_err(Error::write)?;
+            bytes.clear();
+        }
+        Ok(())
+    })?;
+    out.write_all(&bytes).map_err(Error::write)
 }

@@ -1,17 +1,23 @@
 //! The suite's file and stream formats, read and written in one place: model files
-//! (BPE and word), and the model formats of the libraries the field uses (tiktoken rank
-//! files, HF `tokenizer.json`, minbpe `.model`), and id streams. This module also resolves
-//! `-m MODEL` to a model, telling the formats apart by content: a JSON object whose first
-//! key is one `tokenizers` writes is a `tokenizer.json`, a first line `minbpe v1` a minbpe
-//! file, a first line `base64 number` a rank file, anything else a model file (and the
-//! file name's extension decides only when the content says nothing).
+//! (BPE and word), the model formats of the libraries the field uses (tiktoken rank
+//! files, HF `tokenizer.json`, minbpe `.model`), id streams, JSONL documents, token files
+//! (the binary id files LLM trainers read) and counts files (chunk counts of a corpus or a
+//! shard, for training past one machine). Their normative description is
+//! `docs/formats.md`. This module also resolves `-m MODEL` to a model, telling the formats
+//! apart by content: a JSON object whose first key is one `tokenizers` writes is a
+//! `tokenizer.json`, a first line `minbpe v1` a minbpe file, a first line `base64 number` a
+//! rank file, anything else a model file (and the file name's extension decides only when
+//! the content says nothing).
 
+pub mod counts;
 pub mod hf;
 pub mod ids;
 pub(crate) mod json;
+pub mod jsonl;
 pub mod minbpe;
 pub mod model_file;
 pub mod tiktoken;
+pub mod tokens;
 pub mod word_file;
 
 use std::fs;
