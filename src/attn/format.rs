@@ -51,7 +51,7 @@ pub fn write_record(
     format: Format,
     precision: Precision,
 ) -> std::io::Result<()> {
-    let rows = if cols == 0 { 0 } else { data.len() / cols };
+    let rows = data.len().checked_div(cols).unwrap_or(0);
     match format {
         Format::Ndjson => write_json(w, data, cols, precision),
         Format::F32 => write_le(w, data),
