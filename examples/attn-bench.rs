@@ -5,7 +5,8 @@
 //! `attn-bench matmul T DIM N [REPEATS [PATH]]`. PATH is `avx512`, `avx2` or `portable`
 //! (default: the best this CPU has). Data: `uniform` draws Q, K and V uniform in
 //! (-1, 1); `seed` projects N(0, 1) embeddings of width 512 with uniform [0, 1) weights,
-//! as the attention job on drawn embeddings gives (scores in the tens after scaling, most softmax weights zero).
+//! as drawn embeddings and heads give (scores in the tens after scaling, most softmax
+//! weights zero).
 //! Prints `attn T heads d mode data path seconds GFLOP/s` (best of the repeats).
 #![deny(unsafe_code)]
 
