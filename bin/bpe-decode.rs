@@ -10,6 +10,10 @@ use toksuite::format;
 use toksuite::format::tokens::Format;
 use toksuite::pretokenize;
 
+// Out of memory is `TOOL: error: out of memory ...` and exit 1, not an abort.
+#[global_allocator]
+static ALLOC: cli::ExitOnOom = cli::ExitOnOom;
+
 const EXAMPLES: &str = "\
 Examples:
   echo '[24912,2375]' | bpe-decode
@@ -53,6 +57,9 @@ struct Args {
     bos: Option<String>,
 
     #[command(flatten)]
+    model_pipe: cli::ModelPipeArg,
+
+    #[command(flatten)]
     threads: cli::ThreadsArg,
 
     #[command(flatten)]
@@ -74,7 +81,7 @@ fn main() -> ExitCode {
             pretokenize::parse_split(value)?;
         }
         let model = match &args.model {
-            Some(name) => Some(format::load(name, None)?),
+            Some(name) => Some(format::load_with(name, None, args.model_pipe.options())?),
             None => None,
         };
         let config = DecodeConfig {

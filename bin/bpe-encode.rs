@@ -11,6 +11,10 @@ use toksuite::format;
 use toksuite::format::tokens::Format;
 use toksuite::pretokenize;
 
+// Out of memory is `TOOL: error: out of memory ...` and exit 1, not an abort.
+#[global_allocator]
+static ALLOC: cli::ExitOnOom = cli::ExitOnOom;
+
 const EXAMPLES: &str = "\
 Examples:
   echo 'hello world' | bpe-encode
@@ -21,7 +25,8 @@ Examples:
   bpe-encode -m r50k_base --field text --format u16 --eot '<|endoftext|>' -o train.bin docs.jsonl
   bpe-encode -m r50k_base --field text --format llmc --bos '<|endoftext|>' --shard-tokens 100000000 -o data/fineweb docs.jsonl
   bpe-encode -m r50k_base --whole --format llmc book.txt | bpe-decode -m r50k_base --whole
-  echo 'Life is short eat dessert first' | bpe-encode -m words.json | attn";
+  echo 'Life is short eat dessert first' | bpe-encode -m words.json | attn
+  bpe-encode --model-pipe -m <(zcat merges.json.gz) book.txt";
 
 /// Encode text into token ids: one NDJSON array per input line (or per input, --whole, or
 /// per JSONL document, --field), or a token file for LLM trainers (--format).
@@ -92,6 +97,9 @@ struct Args {
     shard_tokens: Option<u64>,
 
     #[command(flatten)]
+    model_pipe: cli::ModelPipeArg,
+
+    #[command(flatten)]
     threads: cli::ThreadsArg,
 
     #[command(flatten)]
@@ -112,7 +120,7 @@ fn main() -> ExitCode {
             Some(value) => pretokenize::parse_split(value)?,
             None => None,
         };
-        let model = format::load(&args.model, split)?;
+        let model = format::load_with(&args.model, split, args.model_pipe.options())?;
         let allowed_special = match args.allowed_special.as_deref() {
             None => AllowedSpecial::None,
             Some("all") => AllowedSpecial::All,

@@ -9,6 +9,10 @@ use toksuite::cmd::train::{self, ModelType, TrainConfig, TrainEvent};
 use toksuite::format::counts::ShardKey;
 use toksuite::pretokenize;
 
+// Out of memory is `TOOL: error: out of memory ...` and exit 1, not an abort.
+#[global_allocator]
+static ALLOC: cli::ExitOnOom = cli::ExitOnOom;
+
 fn parse_shard(value: &str) -> Result<ShardKey, String> {
     ShardKey::parse(value).ok_or_else(|| {
         "a shard key is decimal integers joined by dots (3, 3.1048576), each below 2^64".to_string()

@@ -11,6 +11,7 @@ mod encode_props;
 mod interop;
 mod parallel_props;
 mod pretokenize_props;
+mod robust;
 mod scale_out;
 mod tiktoken_goldens;
 mod tokens;

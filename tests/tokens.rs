@@ -1361,3 +1361,58 @@ fn jsonl_documents_train_in_shards() {
         assert_eq!(train(&args), single, "{shards} shards");
     }
 }
+
+/// Long records from a pipe (a JSONL document and a text line over the 4 MB run, a
+/// `--whole` input over the 8 MB part) are read in parts, yet give the same token files,
+/// boundary ids included, as the same files read whole.
+#[test]
+fn long_records_from_a_pipe_match_the_files() {
+    let dir = scratch("tokens-long-pipe");
+    let mut rng = Rng::new(12);
+    let words = ["alpha", "beta", "gamma", "éps", "日本", "\t", "\"q\""];
+    let mut text = String::new();
+    while text.len() < 10 << 20 {
+        text.push_str(words[rng.below(words.len() as u64) as usize]);
+        text.push(' ');
+    }
+    let escaped = serde_json::to_string(&text).unwrap();
+    let jsonl = format!("{{\"text\":\"short\"}}\n{{\"text\":{escaped}}}\n{{\"text\":\"\"}}\n");
+    let lines = format!("short\n{text}\n\n");
+    fs::write(dir.join("d.jsonl"), &jsonl).unwrap();
+    fs::write(dir.join("d.txt"), &lines).unwrap();
+    let eot = ["--eot", "<|endoftext|>"];
+    for (input, extra, piped) in [
+        ("d.jsonl", &["--field", "text"][..], jsonl.as_bytes()),
+        ("d.txt", &[][..], lines.as_bytes()),
+        ("d.txt", &["--whole"][..], lines.as_bytes()),
+    ] {
+        for format in ["u32", "ndjson"] {
+            let mut args: Vec<&str> = vec!["--format", format];
+            if format == "u32" {
+                args.extend(eot);
+            }
+            args.extend(extra);
+            let from_file = tool("bpe-encode", &dir)
+                .args(&args)
+                .arg(input)
+                .assert()
+                .success()
+                .get_output()
+                .stdout
+                .clone();
+            let from_pipe = tool("bpe-encode", &dir)
+                .args(&args)
+                .write_stdin(piped.to_vec())
+                .assert()
+                .success()
+                .get_output()
+                .stdout
+                .clone();
+            assert!(from_file.len() > 1000, "{input} {extra:?} {format}");
+            assert!(
+                from_pipe == from_file,
+                "{input} {extra:?} --format {format}"
+            );
+        }
+    }
+}

@@ -30,6 +30,14 @@ impl Output {
     pub fn create(path: Option<&Path>) -> Result<Output> {
         let capacity = 1 << 16;
         let Some(path) = path else {
+            if super::stdio::stdout_was_closed() {
+                // Writing would go to the `/dev/null` the runtime put in its place.
+                return Err(Error::data(
+                    "standard output is closed (the output would be lost); give -o FILE or \
+                     redirect it",
+                )
+                .in_file("<stdout>"));
+            }
             let stdout = io::stdout().lock();
             // On a terminal each line shows as soon as it is complete, as stdio's line
             // buffering does: typing a line into `bpe-encode` answers it at once.
@@ -423,6 +431,16 @@ fn ignored_signals() -> Option<u64> {
 #[cfg(all(unix, not(target_os = "linux")))]
 fn ignored_signals() -> Option<u64> {
     None
+}
+
+/// Removes the pending temporary files now, for a run that ends without unwinding (out
+/// of memory). Skipped if another thread holds the list: waiting could hang the exit.
+pub(super) fn remove_pending_now() {
+    if let Ok(mut pending) = PENDING.try_lock() {
+        for temp in pending.drain(..) {
+            let _ = fs::remove_file(temp);
+        }
+    }
 }
 
 /// `temp` was renamed into place or removed: a signal no longer needs to remove it.

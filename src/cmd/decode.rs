@@ -51,12 +51,12 @@ pub fn decode(config: DecodeConfig, sources: &[Source], out: &mut dyn Write) -> 
             ));
         }
         let mut decoder = StreamDecoder::new(config.model, config.whole, config.threads);
-        return input::for_each_line_run(
+        return input::for_each_run(
             sources,
             config.no_mmap,
             DECODE_RUN,
             config.line_buffered,
-            &mut |file, first, run| decoder.run(file, first, run, out),
+            &mut |file, run| decode_run(&mut decoder, file, run, out),
         );
     }
     if streams > 0 {
@@ -82,4 +82,39 @@ pub fn decode(config: DecodeConfig, sources: &[Source], out: &mut dyn Write) -> 
         (None, None) => Boundary::None,
     };
     stream::decode_token_files(&model, config.whole, &inputs, boundary, config.no_mmap, out)
+}
+
+/// [`decode`] of one stream from `reader`, named `name`, read in runs of about `run`
+/// bytes (a longer line in parts): how the tool reads a pipe, with the run size as a
+/// parameter, so that tests and fuzzing can reach the reading of long lines in parts
+/// with small inputs.
+#[doc(hidden)]
+pub fn decode_reader(
+    config: DecodeConfig,
+    name: &str,
+    reader: Box<dyn std::io::BufRead + '_>,
+    run: usize,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let mut decoder = StreamDecoder::new(config.model, config.whole, config.threads);
+    input::for_each_run_of(name, reader, run, config.line_buffered, &mut |file, run| {
+        decode_run(&mut decoder, file, run, out)
+    })
+}
+
+fn decode_run(
+    decoder: &mut StreamDecoder,
+    file: &str,
+    run: input::Run,
+    out: &mut dyn Write,
+) -> Result<usize> {
+    match run {
+        input::Run::Lines(first, lines) => decoder.run(file, first, lines, out).map(|()| 0),
+        input::Run::Part {
+            line,
+            bytes,
+            first,
+            last,
+        } => decoder.part(file, line, bytes, first, last, out),
+    }
 }

@@ -312,7 +312,76 @@ fn encode_to(
         skipped: Skipped::default(),
     };
     if config.whole {
-        report.stats = encode_whole(config, encoder, boundaries, unk, sources, sink)?;
+        let mut stats = EncodeStats {
+            unknown: unk.map(|_| 0),
+            ..EncodeStats::default()
+        };
+        let mut record = Streamed::new(config, unk, boundaries);
+        let mapped = match sources {
+            [only] if !config.no_mmap => input::map_source(only)?,
+            _ => None,
+        };
+        match mapped {
+            // A mapped file is encoded in place, cut into pieces for the threads.
+            Some(text) => {
+                encode_part(
+                    encoder,
+                    &text,
+                    true,
+                    true,
+                    config.threads,
+                    &mut record,
+                    sink,
+                )?;
+                stats.bytes = text.len() as u64;
+            }
+            // Anything else is read in parts of about `WHOLE_PART` bytes, each encoded
+            // up to a place where the rest cannot change its ids: memory stays bounded
+            // by the part, whatever the input's size.
+            None => {
+                let mut text = Vec::with_capacity(WHOLE_PART + (1 << 16));
+                let (mut first, mut want) = (true, WHOLE_PART);
+                for source in sources {
+                    let mut stream = input::open_stream(source)?;
+                    while input::read_more(&mut stream, &mut text, &source.name)? > 0 {
+                        if text.len() < want {
+                            continue;
+                        }
+                        let used = encode_part(
+                            encoder,
+                            &text,
+                            first,
+                            false,
+                            config.threads,
+                            &mut record,
+                            sink,
+                        )?;
+                        if used > 0 {
+                            first = false;
+                            stats.bytes += used as u64;
+                            text.drain(..used);
+                            want = WHOLE_PART;
+                        } else {
+                            // No place to cut yet (one long chunk): read more.
+                            want = text.len().saturating_mul(2);
+                        }
+                    }
+                }
+                encode_part(
+                    encoder,
+                    &text,
+                    first,
+                    true,
+                    config.threads,
+                    &mut record,
+                    sink,
+                )?;
+                stats.bytes += text.len() as u64;
+            }
+        }
+        record.finish(&mut stats, sink)?;
+        record.flush(sink)?;
+        report.stats = stats;
         return Ok(report);
     }
     // Records: items of whole lines encoded (and, for NDJSON, formatted) on the threads,
@@ -327,95 +396,211 @@ fn encode_to(
     };
     let pool = Pool::default();
     let eager = config.line_buffered;
-    input::for_each_line_run(
+    // A line too long to hold, read in parts, is encoded as a `--whole` record is.
+    let mut long = Streamed::new(config, unk, boundaries);
+    input::for_each_run(
         sources,
         config.no_mmap,
         ENCODE_RUN,
         eager,
-        &mut |file, first_line, run| {
-            let mut at = RunPlace {
-                file,
-                line: first_line,
-            };
-            encode_run(
-                encoder,
-                plan,
-                config.threads,
-                &pool,
-                run,
-                &mut at,
-                &mut report,
-                sink,
-            )
+        &mut |file, run| match run {
+            input::Run::Lines(first_line, lines) => {
+                let mut at = RunPlace {
+                    file,
+                    line: first_line,
+                };
+                encode_run(
+                    encoder,
+                    plan,
+                    config.threads,
+                    &pool,
+                    lines,
+                    &mut at,
+                    &mut report,
+                    sink,
+                )
+                .map(|()| 0)
+            }
+            // A JSONL line is decoded whole: asking for all of it (0 used) makes the
+            // reader hand it over as one last part.
+            input::Run::Part {
+                line, bytes, last, ..
+            } if plan.field.is_some() => {
+                if !last {
+                    return Ok(0);
+                }
+                let mut at = RunPlace { file, line };
+                encode_run(
+                    encoder,
+                    plan,
+                    config.threads,
+                    &pool,
+                    bytes,
+                    &mut at,
+                    &mut report,
+                    sink,
+                )
+                .map(|()| bytes.len())
+            }
+            input::Run::Part {
+                bytes, first, last, ..
+            } => {
+                let used =
+                    encode_part(encoder, bytes, first, last, config.threads, &mut long, sink)?;
+                report.stats.bytes += used as u64;
+                if last {
+                    long.finish(&mut report.stats, sink)?;
+                }
+                long.flush(sink)?;
+                Ok(used)
+            }
         },
     )?;
     Ok(report)
 }
 
-/// `--whole`: the input is one record, written as its ids arrive (memory for ids stays
-/// bounded).
-fn encode_whole(
-    config: &EncodeConfig,
-    encoder: &AnyEncoder,
-    boundaries: Boundaries,
+/// A `--whole` input is read from a stream in parts of about this many bytes.
+const WHOLE_PART: usize = 1 << 23;
+
+/// One record written as its ids arrive (`--whole`, or a line read in parts), so that
+/// memory for its ids stays bounded: with its boundary ids (`--bos` before the first id,
+/// `--eot` after the last) to a token file, or as NDJSON (`[` before the first id, `,`
+/// between, `]` and a newline at the end; with `--count`, the number of ids only).
+struct Streamed {
+    buf: Vec<u8>,
+    count: bool,
     unk: Option<u32>,
-    sources: &[Source],
-    sink: &mut Sink,
-) -> Result<EncodeStats> {
-    let text = input::read_all(sources, config.no_mmap)?;
-    let mut stats = EncodeStats {
-        unknown: unk.map(|_| 0),
-        records: 1,
-        bytes: text.len() as u64,
-        ..EncodeStats::default()
-    };
-    let mut buf = Vec::with_capacity(1 << 16);
-    let mut first = true;
-    // The record's ids so far (boundary ids included), to place them.
-    let mut written = 0u64;
-    let mut emit = |ids: &[u32], sink: &mut Sink, buf: &mut Vec<u8>| -> Result<()> {
+    boundaries: Boundaries,
+    /// Ids of the record so far, boundary ids included.
+    written: u64,
+    unknown: u64,
+}
+
+impl Streamed {
+    fn new(config: &EncodeConfig, unk: Option<u32>, boundaries: Boundaries) -> Streamed {
+        Streamed {
+            buf: Vec::with_capacity(1 << 16),
+            count: config.count,
+            unk,
+            boundaries,
+            written: 0,
+            unknown: 0,
+        }
+    }
+
+    /// Takes the next ids of the record (the `--bos` id before the first of them),
+    /// writing to `sink` in blocks.
+    fn ids(&mut self, ids: &[u32], sink: &mut Sink) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        if self.written == 0 {
+            if let Some(bos) = self.boundaries.bos {
+                self.emit(&[bos], sink)?;
+            }
+        }
+        if let Some(unk) = self.unk {
+            self.unknown += ids.iter().filter(|&&id| id == unk).count() as u64;
+        }
+        self.emit(ids, sink)
+    }
+
+    fn emit(&mut self, ids: &[u32], sink: &mut Sink) -> Result<()> {
+        let first = self.written == 0;
+        self.written += ids.len() as u64;
         match sink {
             Sink::Tokens(tokens) => tokens.extend(ids),
-            Sink::Text(out) => {
-                if config.count {
-                    return Ok(());
+            Sink::Text(_) if self.count => Ok(()),
+            Sink::Text(_) => {
+                for (k, &id) in ids.iter().enumerate() {
+                    self.buf.push(if first && k == 0 { b'[' } else { b',' });
+                    ndjson::push_u32(&mut self.buf, id);
                 }
-                for &id in ids {
-                    buf.push(if first { b'[' } else { b',' });
-                    first = false;
-                    ndjson::push_u32(buf, id);
-                }
-                if buf.len() >= 1 << 16 {
-                    out.write_all(buf).map_err(Error::write)?;
-                    buf.clear();
+                if self.buf.len() >= 1 << 16 {
+                    self.flush(sink)?;
                 }
                 Ok(())
             }
         }
-    };
-    let mut sink_ids = |ids: &[u32]| -> Result<()> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        if written == 0 {
-            if let Some(bos) = boundaries.bos {
-                emit(&[bos], sink, &mut buf)?;
-                written += 1;
+    }
+
+    /// Ends the record (its boundary ids: an empty record gets them too, except in
+    /// Megatron's convention), adding its totals to `stats`; the next ids start a new one.
+    fn finish(&mut self, stats: &mut EncodeStats, sink: &mut Sink) -> Result<()> {
+        let skip_empty = self.boundaries.skip_empty;
+        if self.written == 0 && !skip_empty {
+            if let Some(bos) = self.boundaries.bos {
+                self.emit(&[bos], sink)?;
             }
         }
-        if let (Some(unk), Some(n)) = (unk, stats.unknown.as_mut()) {
-            *n += ids.iter().filter(|&&id| id == unk).count() as u64;
+        if let Some(eot) = self.boundaries.eot {
+            if self.written > 0 || !skip_empty {
+                self.emit(&[eot], sink)?;
+            }
         }
-        written += ids.len() as u64;
-        emit(ids, sink, &mut buf)
-    };
+        match sink {
+            Sink::Tokens(tokens) => tokens.end_document()?,
+            Sink::Text(_) if self.count => {
+                ndjson::push_u32(
+                    &mut self.buf,
+                    u32::try_from(self.written).unwrap_or(u32::MAX),
+                );
+                self.buf.push(b'\n');
+            }
+            Sink::Text(_) => {
+                let end: &[u8] = if self.written == 0 { b"[]\n" } else { b"]\n" };
+                self.buf.extend_from_slice(end);
+            }
+        }
+        stats.records += 1;
+        stats.tokens += self.written;
+        if let Some(n) = stats.unknown.as_mut() {
+            *n += self.unknown;
+        }
+        self.written = 0;
+        self.unknown = 0;
+        Ok(())
+    }
+
+    /// Writes what is formatted so far.
+    fn flush(&mut self, sink: &mut Sink) -> Result<()> {
+        match sink {
+            Sink::Text(out) => {
+                out.write_all(&self.buf).map_err(Error::write)?;
+                self.buf.clear();
+                Ok(())
+            }
+            Sink::Tokens(_) => Ok(()),
+        }
+    }
+}
+
+/// Encodes a part of one record ([`Encoder::encode_part`]; for word models, up to the
+/// last ASCII space or newline, which no word spans) into `record`, and returns the
+/// bytes it used.
+fn encode_part(
+    encoder: &AnyEncoder,
+    text: &[u8],
+    first: bool,
+    last: bool,
+    threads: usize,
+    record: &mut Streamed,
+    sink: &mut Sink,
+) -> Result<usize> {
+    let mut ids_out = |ids: &[u32]| -> Result<()> { record.ids(ids, sink) };
     match encoder {
-        AnyEncoder::Bpe(enc) => enc.encode_whole_streaming(&text, config.threads, &mut sink_ids)?,
+        AnyEncoder::Bpe(enc) => enc.encode_part(text, first, last, threads, &mut ids_out),
         AnyEncoder::Word(enc) => {
+            let end = if last {
+                text.len()
+            } else {
+                memchr::memrchr2(b' ', b'\n', text).map_or(0, |k| k + 1)
+            };
+            let text = &text[..end];
             // Words never span an ASCII space or newline, so pieces cut after one
             // encode to the same ids: spread over the threads, written in order.
             let pieces = Cuts {
-                text: &text,
+                text,
                 pos: 0,
                 target: ENCODE_ITEM,
                 after: (b' ', b'\n'),
@@ -428,55 +613,27 @@ fn encode_whole(
                 ids
             };
             let mut write = |ids: Vec<u32>| {
-                let done = sink_ids(&ids);
+                let written = ids_out(&ids);
                 pool.put(ids);
-                done
+                written
             };
-            if config.threads < 2 || text.len() < 2 * ENCODE_ITEM {
+            if threads < 2 || text.len() < 2 * ENCODE_ITEM {
                 for piece in pieces {
                     write(work(piece))?;
                 }
             } else {
-                let failed = crate::parallel::ordered(
-                    config.threads,
-                    2 * config.threads + 2,
-                    pieces,
-                    work,
-                    |ids| match write(ids) {
-                        Ok(()) => ControlFlow::Continue(()),
-                        Err(e) => ControlFlow::Break(e),
-                    },
-                );
+                let failed =
+                    crate::parallel::ordered(threads, 2 * threads + 2, pieces, work, |ids| {
+                        match write(ids) {
+                            Ok(()) => ControlFlow::Continue(()),
+                            Err(e) => ControlFlow::Break(e),
+                        }
+                    });
                 failed.map_or(Ok(()), Err)?;
             }
+            Ok(end)
         }
     }
-    // An empty record gets its boundary ids too, except in Megatron's convention.
-    if written == 0 && !boundaries.skip_empty {
-        if let Some(bos) = boundaries.bos {
-            emit(&[bos], sink, &mut buf)?;
-            written += 1;
-        }
-    }
-    if let Some(eot) = boundaries.eot {
-        if written > 0 || !boundaries.skip_empty {
-            emit(&[eot], sink, &mut buf)?;
-            written += 1;
-        }
-    }
-    stats.tokens = written;
-    match sink {
-        Sink::Tokens(tokens) => tokens.end_document()?,
-        Sink::Text(out) => {
-            if config.count {
-                buf.extend_from_slice(format!("{written}\n").as_bytes());
-            } else {
-                buf.extend_from_slice(if first { b"[]\n" } else { b"]\n" });
-            }
-            out.write_all(&buf).map_err(Error::write)?;
-        }
-    }
-    Ok(stats)
 }
 
 /// Line-mode input is cut into items of about this many bytes of whole lines (a longer
