@@ -1,25 +1,30 @@
 //! attn: scaled dot-product attention over records of token ids (or vectors), with
-//! weights drawn exactly as the seed's PyTorch example draws them.
+//! weights drawn bit for bit as PyTorch draws them (PyTorch-compatible generator).
 #![deny(unsafe_code)]
 
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
-use toksuite::attn::{self, Attn, DrawSpec, NormalFill, Options, Precision, PrintKind, Weights};
+use toksuite::attn::kernel::Simd;
+use toksuite::attn::{
+    self, Attn, DrawSpec, Format, NormalFill, Options, Precision, PrintKind, Weights,
+};
 use toksuite::cli::{self, CommonArgs, Output};
 use toksuite::error::Error;
 use toksuite::input;
 
 const EXAMPLES: &str = "\
 Examples:
-  echo '[0,4,5,2,1,3]' | attn                    # the seed's 6x4 SelfAttention table
+  echo '[0,4,5,2,1,3]' | attn                    # the classic 6x4 SelfAttention table
   echo '[0,4,5,2,1,3]' | attn --print weights    # its softmax weights, 6x6
   echo '[0,4,5,2,1,3]' | attn --heads 4 --d-v 1  # four heads, side by side
   echo 'Life is short eat dessert first' > s.txt
   bpe-train --model-type word s.txt > words.json
   bpe-encode -m words.json s.txt | attn --causal
   bpe-encode -m merges.json book.txt | attn --dim 64 --d-kq 64 --d-v 64 --heads 8
-  attn --dump-weights w.json </dev/null; attn --weights w.json ids.jsonl";
+  attn --dump-weights w.json </dev/null; attn --weights w.json ids.jsonl
+  attn --format npy ids.jsonl > out.npy   # python: f = open('out.npy', 'rb'); np.load(f)
+  attn --format f32 --heads 8 --d-v 64 ids.jsonl | od -f | head";
 
 #[derive(Clone, Copy, ValueEnum)]
 enum PrintArg {
@@ -32,9 +37,21 @@ enum PrintArg {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum FormatArg {
+    /// One line per record: a JSON array of T rows of numbers
+    Ndjson,
+    /// Raw little-endian float32, T x C numbers per record, row after row, records back to
+    /// back
+    F32,
+    /// One NPY stream per record (float32, shape (T, C)): numpy.load on an open file
+    /// reads one record per call
+    Npy,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum FillArg {
     /// PyTorch's portable normal_ kernel (ARM, Apple, ATEN_CPU_CAPABILITY=default): the
-    /// seed's printed digits
+    /// digits PyTorch prints on those machines
     Scalar,
     /// x86-64 PyTorch's AVX2 normal_ kernel, bit for bit
     Avx2,
@@ -45,7 +62,8 @@ enum FillArg {
 /// Each record is embedded (nn.Embedding drawn after torch.manual_seed), projected by
 /// each head's W_query, W_key, W_value (torch.rand, in that order, after seeding again)
 /// and attended; each output line is a JSON array of T rows (context vectors, heads side
-/// by side). With no options this is the seed's worked example.
+/// by side). With no options this is the classic worked example (vocabulary 50000, dimension 3,
+/// d_kq 2, d_v 4, seed 123).
 #[derive(Parser)]
 #[command(name = "attn", version, after_help = EXAMPLES)]
 struct Args {
@@ -101,7 +119,11 @@ struct Args {
     #[arg(long, value_enum, value_name = "WHAT", default_value = "context")]
     print: PrintArg,
 
-    /// Digits after the decimal point (0-9), or "shortest" for float32 round-trip text
+    /// Output format of each record
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "ndjson")]
+    format: FormatArg,
+
+    /// JSON digits after the decimal point (0-9), or "shortest" for float32 round-trip text
     #[arg(long, value_name = "N", default_value = "4", value_parser = parse_precision)]
     precision: Precision,
 
@@ -122,6 +144,20 @@ fn parse_precision(s: &str) -> Result<Precision, String> {
     match s.parse::<usize>() {
         Ok(n) if n <= 9 => Ok(Precision::Fixed(n)),
         _ => Err("expected a number of digits from 0 to 9, or \"shortest\"".to_string()),
+    }
+}
+
+/// The kernels' path: the best this CPU has, or the one the hidden variable
+/// `TOKSUITE_ATTN_SIMD` names (`portable`, `avx2`, `avx512`), which tests and benchmarks
+/// use to compare the paths on one host.
+fn simd_from_env() -> Result<Simd, Error> {
+    match std::env::var("TOKSUITE_ATTN_SIMD") {
+        Ok(name) => Simd::from_name(&name).ok_or_else(|| {
+            Error::usage(format!(
+                "TOKSUITE_ATTN_SIMD={name}: expected portable, avx2 or avx512"
+            ))
+        }),
+        Err(_) => Ok(Simd::detect()),
     }
 }
 
@@ -151,12 +187,22 @@ fn main() -> ExitCode {
             .and_then(|n| n.checked_add(args.d_v))
             .and_then(|n| n.checked_mul(args.heads));
         if cells(args.vocab_size, args.dim).is_none()
-            || head_cols
-                .and_then(|n| cells(args.dim, n))
-                .is_none_or(|n| n > 1 << 30)
+            || head_cols.and_then(|n| cells(args.dim, n)).is_none()
         {
             return Err(Error::usage("the requested sizes are too large"));
         }
+        let spec = DrawSpec {
+            vocab_size: args.vocab_size,
+            dim: args.dim,
+            d_kq: args.d_kq,
+            d_v: args.d_v,
+            heads: args.heads,
+            seed: args.seed,
+            fill: match args.normal_fill {
+                FillArg::Scalar => NormalFill::Scalar,
+                FillArg::Avx2 => NormalFill::Avx2,
+            },
+        };
         let weights = match &args.weights {
             Some(path) => {
                 let text = std::fs::read(path).map_err(|e| {
@@ -164,18 +210,10 @@ fn main() -> ExitCode {
                 })?;
                 Weights::from_json(&text).map_err(|e| e.in_file(&path.display().to_string()))?
             }
-            None => Weights::draw(&DrawSpec {
-                vocab_size: args.vocab_size,
-                dim: args.dim,
-                d_kq: args.d_kq,
-                d_v: args.d_v,
-                heads: args.heads,
-                seed: args.seed,
-                fill: match args.normal_fill {
-                    FillArg::Scalar => NormalFill::Scalar,
-                    FillArg::Avx2 => NormalFill::Avx2,
-                },
-            }),
+            None => {
+                spec.check()?;
+                Weights::draw(&spec)
+            }
         };
         if let Some(path) = &args.dump_weights {
             let mut out = Output::create(Some(path))?;
@@ -191,9 +229,15 @@ fn main() -> ExitCode {
                 PrintArg::Weights => PrintKind::Weights,
                 PrintArg::Scores => PrintKind::Scores,
             },
+            format: match args.format {
+                FormatArg::Ndjson => Format::Ndjson,
+                FormatArg::F32 => Format::F32,
+                FormatArg::Npy => Format::Npy,
+            },
             precision: args.precision,
             vectors: args.vectors,
             threads: args.threads.count(),
+            simd: simd_from_env()?,
         };
         let stage = Attn::new(weights, options)?;
         let sources = input::sources(&args.common.files)?;

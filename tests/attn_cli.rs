@@ -48,7 +48,7 @@ fn x86_kernel_gives_pytorch_x86_digits() {
     assert_eq!(text, SEED_TABLE.replace("-0.2627", "-0.2626"));
 }
 
-fn run_case(dir: &Path, case: &Value, extra: &[&str]) -> Vec<Vec<f64>> {
+fn run_case(dir: &Path, case: &Value, extra: &[&str], simd: &str) -> Vec<Vec<f64>> {
     let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
     for a in case["args"].as_array().unwrap() {
         let a = a.as_str().unwrap();
@@ -63,6 +63,7 @@ fn run_case(dir: &Path, case: &Value, extra: &[&str]) -> Vec<Vec<f64>> {
     args.extend(["--precision".to_string(), "shortest".to_string()]);
     let out = tool("attn", dir)
         .args(&args)
+        .env("TOKSUITE_ATTN_SIMD", simd)
         .write_stdin(format!("{}\n", case["input"]))
         .output()
         .unwrap();
@@ -85,14 +86,23 @@ fn run_case(dir: &Path, case: &Value, extra: &[&str]) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// Every compiled path of the kernels (any runs on any x86-64 CPU: one whose features
+/// the CPU lacks runs its tile shape built for the baseline).
+const PATHS: [&str; 3] = ["avx512", "avx2", "portable"];
+
 #[test]
-fn pytorch_goldens_both_kernels() {
+fn pytorch_goldens_both_kernels_every_path() {
     let dir = scratch("attn-goldens");
     for (flavour, extra) in [("scalar", vec![]), ("avx2", vec!["--normal-fill", "avx2"])] {
         let g = goldens(flavour);
-        for case in g["cases"].as_array().unwrap() {
+        for (case, simd) in g["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| PATHS.map(|p| (c, p)))
+        {
             let want = case["output"].as_array().unwrap();
-            let got = run_case(&dir, case, &extra);
+            let got = run_case(&dir, case, &extra, simd);
             assert_eq!(got.len(), want.len(), "{flavour} {}", case["name"]);
             for (i, (gr, wr)) in got.iter().zip(want).enumerate() {
                 let wr = wr.as_array().unwrap();
@@ -101,7 +111,7 @@ fn pytorch_goldens_both_kernels() {
                     let w = w.as_f64().unwrap();
                     assert!(
                         (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
-                        "{flavour} {}: [{i}][{j}] {g} vs torch {w}",
+                        "{flavour} {simd} {}: [{i}][{j}] {g} vs torch {w}",
                         case["name"]
                     );
                 }
@@ -381,4 +391,163 @@ fn output_file_and_long_record() {
         .stdout("");
     let v: Value = serde_json::from_slice(&std::fs::read(dir.join("out.jsonl")).unwrap()).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 20_000);
+}
+
+/// The rows of one JSON output line, each number parsed as float32 from its text.
+fn json_rows(line: &str) -> Vec<Vec<f32>> {
+    let inner = line
+        .trim()
+        .strip_prefix('[')
+        .unwrap()
+        .strip_suffix(']')
+        .unwrap();
+    if inner.is_empty() {
+        return Vec::new();
+    }
+    let inner = inner.strip_prefix('[').unwrap().strip_suffix(']').unwrap();
+    inner
+        .split("],[")
+        .map(|row| row.split(',').map(|x| x.parse::<f32>().unwrap()).collect())
+        .collect()
+}
+
+/// Reads one NPY stream from the front of `bytes` (an independent reader: the NPY 1.0
+/// format as numpy documents it): returns the shape, the numbers and the rest.
+fn read_npy(bytes: &[u8]) -> ((usize, usize), Vec<f32>, &[u8]) {
+    assert_eq!(&bytes[..6], b"\x93NUMPY", "magic");
+    assert_eq!((bytes[6], bytes[7]), (1, 0), "version");
+    let len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    assert_eq!((10 + len) % 64, 0, "data aligned to 64 bytes");
+    let header = std::str::from_utf8(&bytes[10..10 + len]).unwrap();
+    assert!(header.ends_with('\n'));
+    assert!(header.contains("'descr': '<f4'"), "{header}");
+    assert!(header.contains("'fortran_order': False"), "{header}");
+    let shape = header.split("'shape': (").nth(1).unwrap();
+    let shape: Vec<usize> = shape[..shape.find(')').unwrap()]
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let (rows, cols) = (shape[0], shape[1]);
+    let data = &bytes[10 + len..];
+    let nums = f32_le(&data[..rows * cols * 4]);
+    ((rows, cols), nums, &data[rows * cols * 4..])
+}
+
+fn f32_le(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect()
+}
+
+fn bits(rows: &[Vec<f32>]) -> Vec<u32> {
+    rows.iter().flatten().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn binary_output_read_back_equals_the_json_rows() {
+    let dir = scratch("attn-binary");
+    let input = "{\"model\":\"x\"}\n[0,4,5,2,1,3]\n[]\n[7]\n[9,8,7,6,5,4,3,2,1,0,11,12,13,14,15,16,17,18,19,20]\n";
+    for extra in [
+        vec!["--heads", "3", "--dim", "5", "--causal"],
+        vec!["--print", "weights", "--heads", "2"],
+    ] {
+        let run = |format: &str| {
+            let out = tool("attn", &dir)
+                .args(&extra)
+                .args(["--format", format, "--precision", "shortest"])
+                .write_stdin(input)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            out.stdout
+        };
+        let json = String::from_utf8(run("ndjson")).unwrap();
+        let records: Vec<Vec<Vec<f32>>> = json.lines().map(json_rows).collect();
+        assert_eq!(records.len(), 4);
+        // f32: the numbers of every record, back to back.
+        let raw = f32_le(&run("f32"));
+        let want: Vec<u32> = records.iter().flat_map(|r| bits(r)).collect();
+        assert_eq!(raw.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want);
+        // npy: one stream per record, in order, shapes (T, C).
+        let npy = run("npy");
+        let mut rest = &npy[..];
+        for rows in &records {
+            let (shape, nums, more) = read_npy(rest);
+            assert_eq!(shape.0, rows.len());
+            if let Some(first) = rows.first() {
+                assert_eq!(shape.1, first.len());
+            }
+            let got: Vec<u32> = nums.iter().map(|x| x.to_bits()).collect();
+            assert_eq!(got, bits(rows));
+            rest = more;
+        }
+        assert!(rest.is_empty());
+    }
+}
+
+#[test]
+fn hostile_sizes_and_records_are_clean_errors() {
+    let dir = scratch("attn-hostile");
+    // Sizes from flags are checked before anything is allocated.
+    fails(
+        &dir,
+        &["--heads", "10000000", "--d-v", "1", "--d-kq", "1"],
+        "[1]\n",
+        1,
+        "attn: error: 10000000 heads: at most 65536",
+    );
+    fails(
+        &dir,
+        &[
+            "--dim", "100000", "--heads", "8", "--d-kq", "1000", "--d-v", "1000",
+        ],
+        "",
+        1,
+        "more than 2^30 numbers",
+    );
+    // And sizes from records: a 40 000-id record's weights matrix is 1.6e9 numbers.
+    let ids = vec!["1"; 40_000].join(",");
+    fails(
+        &dir,
+        &["--print", "weights"],
+        &format!("[1,2]\n[{ids}]\n"),
+        1,
+        "<stdin>:2: the matrix of this record (T x heads x S) would be 40000 x 1 x 40000",
+    );
+    // An object that is not a header is not skipped silently.
+    fails(
+        &dir,
+        &[],
+        "[1,2]\n{}\n[3]\n",
+        1,
+        "<stdin>:2: header has no \"model\" name",
+    );
+    fails(&dir, &[], "[1]\n{\"model\":7}\n", 1, "<stdin>:2:");
+    // Unknown fields of a weights file are errors, at the top and in a head.
+    for (text, field) in [
+        (
+            r#"{"dimm":1,"heads":[{"W_query":[[1]],"W_key":[[1]],"W_value":[[1]]}]}"#,
+            "\"dimm\"",
+        ),
+        (
+            r#"{"heads":[{"W_query":[[1]],"W_key":[[1]],"W_value":[[1]],"W_out":[[1]]}]}"#,
+            "\"heads[0].W_out\"",
+        ),
+    ] {
+        std::fs::write(dir.join("typo.json"), text).unwrap();
+        fails(
+            &dir,
+            &["--weights", "typo.json", "--vectors"],
+            "[[1]]\n",
+            1,
+            &format!("typo.json: unknown field {field}"),
+        );
+    }
 }

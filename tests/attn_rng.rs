@@ -78,7 +78,7 @@ fn embedding_rows_both_flavours_bit_exact() {
     ] {
         let emb = LazyEmbedding::new(123, 50_000, 3, fill);
         let want: Vec<u32> = rows.iter().flatten().copied().collect();
-        assert_eq!(bits(&emb.rows(&[0, 1, 2, 3, 4, 5])), want, "{fill:?}");
+        assert_eq!(bits(&emb.rows(&[0, 1, 2, 3, 4, 5], 1)), want, "{fill:?}");
         let full = emb.full();
         assert_eq!(full.len(), 150_000);
         assert_eq!(bits(&full[..18]), want, "{fill:?} full");
@@ -103,14 +103,18 @@ fn lazy_rows_equal_full_table() {
                 .rev()
                 .chain([0, 0, vocab as u32 - 1])
                 .collect();
-            let got = emb.rows(&ids);
-            for (k, &id) in ids.iter().enumerate() {
-                let id = id as usize;
-                assert_eq!(
-                    bits(&got[k * dim..(k + 1) * dim]),
-                    bits(&full[id * dim..(id + 1) * dim]),
-                    "vocab {vocab} dim {dim} id {id}"
-                );
+            // Twice: the second call reads what the first kept (and draws the rest).
+            let half: Vec<u32> = ids.iter().step_by(2).copied().collect();
+            for ids in [&half, &ids] {
+                let got = emb.rows(ids, 2);
+                for (k, &id) in ids.iter().enumerate() {
+                    let id = id as usize;
+                    assert_eq!(
+                        bits(&got[k * dim..(k + 1) * dim]),
+                        bits(&full[id * dim..(id + 1) * dim]),
+                        "vocab {vocab} dim {dim} id {id}"
+                    );
+                }
             }
         }
     }
@@ -145,4 +149,48 @@ fn small_tensors_take_the_double_path_with_cache() {
     let mut c = TorchRng::new(123);
     c.skip(8);
     assert_eq!(a.next_u32(), c.next_u32());
+}
+
+/// Row `id` of `nn.Embedding(vocab, dim)` (no tail block) by a plain walk.
+fn row_by_walking(seed: u64, id: u64, dim: u64, fill: NormalFill) -> Vec<f32> {
+    let (s, e) = (id * dim, (id + 1) * dim);
+    (s / 16..e.div_ceil(16))
+        .flat_map(|b| {
+            let mut rng = TorchRng::new(seed);
+            rng.skip(16 * b);
+            let mut d: [f32; 16] = std::array::from_fn(|_| rng.uniform_f32());
+            toksuite::attn::rng::transform16(&mut d, fill);
+            (16 * b..16 * b + 16).zip(d)
+        })
+        .filter(|&(i, _)| (s..e).contains(&i))
+        .map(|(_, x)| x)
+        .collect()
+}
+
+#[test]
+fn far_ids_are_walked_to_once_per_run() {
+    // A table too large to keep whole (6.4e9 numbers): blocks are kept by index.
+    let fill = NormalFill::Avx2;
+    let emb = LazyEmbedding::new(5, 1 << 31, 3, fill);
+    let far = 60_000_000u32; // 1.8e8 draws into the stream
+    let a = emb.rows(&[far, 1], 1);
+    let walked = emb.draws_walked();
+    assert!(walked >= 179_999_000, "{walked}");
+    assert_eq!(bits(&a[..3]), bits(&row_by_walking(5, far as u64, 3, fill)));
+    // Records after it start from the states kept on the way, not from the seed.
+    for k in 1..4u32 {
+        let b = emb.rows(&[2, far + 1000 * k, far], 1);
+        assert_eq!(bits(&b[6..]), bits(&a[..3]));
+        let near = row_by_walking(5, (far + 1000 * k) as u64, 3, fill);
+        assert_eq!(bits(&b[3..6]), bits(&near));
+    }
+    // Each at most the spacing of kept states (2^20 draws) from one.
+    let again = emb.draws_walked() - walked;
+    assert!(again < 3 << 20, "walked {again} draws again");
+    // A whole table keeps its rows too.
+    let emb = LazyEmbedding::new(5, 4_000_000, 16, fill);
+    emb.rows(&[3_999_999], 1);
+    let walked = emb.draws_walked();
+    emb.rows(&[3_999_999, 3_999_998], 1);
+    assert!(emb.draws_walked() - walked < 2 << 20);
 }

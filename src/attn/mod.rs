@@ -1,24 +1,46 @@
-//! The seed's scaled dot-product attention as a library: weights drawn like PyTorch
+//! Scaled dot-product attention as a library: weights drawn bit for bit like PyTorch
 //! (or loaded from JSON), records embedded and projected, attention by the fast
 //! kernel, and the output rows formatted as JSON.
 //!
 //! Submodules: `rng` (PyTorch's generator), `kernel` (tiled online-softmax attention
 //! and the projection matmul), `reference` (the materialised softmax behind
-//! `--print weights|scores`).
+//! `--print weights|scores`), `format` (the output: JSON text, raw float32, `.npy`).
+//!
+//! Invariants and kept decisions:
+//! - Records run one after another; parallel work is inside a record (draws,
+//!   projection, attention), each part on the calling thread below a work threshold.
+//!   The thread count never follows the record count: 100 000 two-id records take
+//!   0.9 s of CPU and start no thread (a thread per record took 19 s).
+//! - Drawn embedding rows and the generator's states on the way to them are kept for
+//!   the run ([`LazyEmbedding`]), so a far id (near 2^32) is walked to once per run,
+//!   not once per record (23 s per record before).
+//! - Sizes are checked before anything is allocated: at most [`MAX_HEADS`] heads and
+//!   [`MAX_NUMBERS`] numbers of weights, of one record's projections and of one
+//!   `--print weights|scores` matrix; beyond them a data error (exit 1), never an
+//!   allocation abort (`--heads 10000000 --d-v 1 --d-kq 1` took 187 s and 18.7 GB for
+//!   a 3-id record).
+//! - Only a header object naming a `"model"` is skipped; any other object (`{}`) is an
+//!   error at its line, and so is an unknown field in a weights file.
+//! - The whole job (16384 ids, dim 512, 8 causal heads of 64; `perf`, AVX2 host) is
+//!   the kernel's: attention 73% of its CPU time, the projection 12%, `{:.4}` text 3%
+//!   (`scripts/bench-attn-job.sh` sets it beside PyTorch's whole job: 6.2-6.5 s CPU
+//!   against PyTorch's 13.4-14.3 s for its process and 7.9-8.4 s for its compute).
 
+pub mod format;
 pub mod kernel;
 pub mod reference;
 pub mod rng;
 
 use std::io::{BufRead, Write};
 
+pub use format::{Format, Precision};
 pub use rng::{LazyEmbedding, NormalFill, TorchRng};
 
 use crate::error::{Error, Result};
 use crate::format::ids as ndjson;
 use crate::input::{self, Source};
 
-/// Shape and provenance of weights drawn like the seed's example.
+/// Shape and provenance of weights drawn with the PyTorch-compatible generator.
 #[derive(Debug, Clone)]
 pub struct DrawSpec {
     /// Rows of the embedding table (`nn.Embedding(vocab_size, dim)`).
@@ -38,7 +60,7 @@ pub struct DrawSpec {
 }
 
 impl Default for DrawSpec {
-    /// The seed's example: `--vocab-size 50000 --dim 3 --d-kq 2 --d-v 4 --heads 1 --seed 123`.
+    /// The classic worked example: `--vocab-size 50000 --dim 3 --d-kq 2 --d-v 4 --heads 1 --seed 123`.
     fn default() -> DrawSpec {
         DrawSpec {
             vocab_size: 50_000,
@@ -49,6 +71,57 @@ impl Default for DrawSpec {
             seed: 123,
             fill: NormalFill::Scalar,
         }
+    }
+}
+
+/// Most heads a stage takes: each head has its own scratch in the kernel for every
+/// record, so a head count far beyond any model's is memory for nothing.
+pub const MAX_HEADS: usize = 1 << 16;
+
+/// Most float32 numbers in the heads' weights and in one record's buffers (projections,
+/// `--print weights|scores` matrices): 2^30, 4 GiB. Checked before allocating, so that
+/// a size no machine holds is an error with a message, not an abort.
+pub const MAX_NUMBERS: usize = 1 << 30;
+
+impl DrawSpec {
+    /// Checks the sizes before anything is drawn: at least 1 each, at most [`MAX_HEADS`]
+    /// heads and [`MAX_NUMBERS`] weights.
+    pub fn check(&self) -> Result<()> {
+        check_sizes(self.dim, self.d_kq, self.d_v, self.heads)
+    }
+}
+
+/// The checks of [`DrawSpec::check`], also applied to weights read from a file.
+fn check_sizes(dim: usize, d_kq: usize, d_v: usize, heads: usize) -> Result<()> {
+    if dim == 0 || d_kq == 0 || d_v == 0 || heads == 0 {
+        return Err(Error::usage("dimensions and head count must be at least 1"));
+    }
+    if heads > MAX_HEADS {
+        return Err(Error::data(format!(
+            "{heads} heads: at most {MAX_HEADS} are supported"
+        )));
+    }
+    let numbers = d_kq
+        .checked_mul(2)
+        .and_then(|n| n.checked_add(d_v))
+        .and_then(|n| n.checked_mul(heads))
+        .and_then(|n| n.checked_mul(dim));
+    match numbers {
+        Some(n) if n <= MAX_NUMBERS => Ok(()),
+        _ => Err(Error::data(format!(
+            "the weights of {heads} heads of dim {dim} x (2 x {d_kq} + {d_v}) would be more \
+             than 2^30 numbers (4 GiB)"
+        ))),
+    }
+}
+
+/// An error unless a buffer of `a x b x c` numbers is within [`MAX_NUMBERS`].
+fn check_buffer(what: &str, a: usize, b: usize, c: usize) -> Result<()> {
+    match a.checked_mul(b).and_then(|n| n.checked_mul(c)) {
+        Some(n) if n <= MAX_NUMBERS => Ok(()),
+        _ => Err(Error::data(format!(
+            "{what} would be {a} x {b} x {c} numbers, more than 2^30 (4 GiB)"
+        ))),
     }
 }
 
@@ -92,7 +165,7 @@ pub struct Weights {
 }
 
 impl Weights {
-    /// Draws weights exactly as the seed does: `manual_seed(seed)`, `nn.Embedding`;
+    /// Draws weights exactly as PyTorch code seeded once per table does: `manual_seed(seed)`, `nn.Embedding`;
     /// `manual_seed(seed)` again, then per head `W_query`, `W_key`, `W_value` by `torch.rand`.
     pub fn draw(spec: &DrawSpec) -> Weights {
         let mut rng = TorchRng::new(spec.seed);
@@ -118,8 +191,9 @@ impl Weights {
         }
     }
 
-    /// Embedding rows for `ids`, row-major. An id outside the vocabulary is an error.
-    pub fn embed(&self, ids: &[u32]) -> Result<Vec<f32>> {
+    /// Embedding rows for `ids`, row-major, drawn on up to `threads` threads. An id
+    /// outside the vocabulary is an error.
+    pub fn embed(&self, ids: &[u32], threads: usize) -> Result<Vec<f32>> {
         if let Some(&bad) = ids.iter().find(|&&id| id as usize >= self.vocab_size) {
             return Err(Error::data(match self.embedding {
                 Embedding::Absent => {
@@ -132,7 +206,7 @@ impl Weights {
             }));
         }
         Ok(match &self.embedding {
-            Embedding::Drawn(lazy) => lazy.rows(ids),
+            Embedding::Drawn(lazy) => lazy.rows(ids, threads),
             Embedding::Table(table) => {
                 let mut out = Vec::with_capacity(ids.len() * self.dim);
                 for &id in ids {
@@ -155,6 +229,7 @@ impl Weights {
         let obj = value
             .as_object()
             .ok_or_else(|| Error::data("not a JSON weights object"))?;
+        unknown_field(obj, WEIGHTS_FIELDS, "")?;
         let heads_v = obj
             .get("heads")
             .and_then(|h| h.as_array())
@@ -165,6 +240,10 @@ impl Weights {
         let mut heads = Vec::new();
         let (mut dim, mut d_kq, mut d_v) = (None, None, None);
         for (h, hv) in heads_v.iter().enumerate() {
+            let head = hv
+                .as_object()
+                .ok_or_else(|| Error::data(format!("heads[{h}] is not a head object")))?;
+            unknown_field(head, HEAD_FIELDS, &format!("heads[{h}]."))?;
             let mut mats = Vec::new();
             for name in ["W_query", "W_key", "W_value"] {
                 let width = if name == "W_value" {
@@ -259,6 +338,26 @@ impl Weights {
     }
 }
 
+/// The fields of a weights object, and of each of its heads.
+const WEIGHTS_FIELDS: &[&str] = &["vocab_size", "dim", "d_kq", "d_v", "embedding", "heads"];
+const HEAD_FIELDS: &[&str] = &["W_query", "W_key", "W_value"];
+
+/// An error naming the first field of `obj` not in `known` (a misspelt field would
+/// otherwise be ignored silently).
+fn unknown_field(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    known: &[&str],
+    prefix: &str,
+) -> Result<()> {
+    match obj.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(Error::data(format!(
+            "unknown field \"{prefix}{k}\" (the fields are {})",
+            known.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn check_dim(slot: &mut Option<usize>, n: usize, what: &str) -> Result<()> {
     match *slot {
         Some(m) if m != n => Err(Error::data(format!("{what}: {n}, expected {m}"))),
@@ -329,15 +428,6 @@ pub enum PrintKind {
     Scores,
 }
 
-/// How numbers are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Precision {
-    /// Fixed digits after the decimal point, like PyTorch's printout (the seed's 4).
-    Fixed(usize),
-    /// The shortest text that reads back as the same float32.
-    Shortest,
-}
-
 /// Options of one `attn` run besides the weights.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -345,12 +435,16 @@ pub struct Options {
     pub causal: bool,
     /// What to print.
     pub print: PrintKind,
-    /// How to write numbers.
+    /// How to write records.
+    pub format: Format,
+    /// How to write numbers in JSON.
     pub precision: Precision,
     /// Records are arrays of embedding rows instead of ids.
     pub vectors: bool,
     /// Threads for the kernel (the machine's cores by default).
     pub threads: usize,
+    /// Which compiled kernels run (the best this CPU has by default).
+    pub simd: kernel::Simd,
 }
 
 impl Default for Options {
@@ -358,9 +452,11 @@ impl Default for Options {
         Options {
             causal: false,
             print: PrintKind::Context,
+            format: Format::Ndjson,
             precision: Precision::Fixed(4),
             vectors: false,
             threads: kernel::default_threads(),
+            simd: kernel::Simd::detect(),
         }
     }
 }
@@ -381,17 +477,15 @@ pub struct Attn {
     /// The run's options.
     pub options: Options,
     /// All heads' projections side by side: `dim x heads*(2 d_kq + d_v)`, laid out as
-    /// [Q of every head | K of every head | V of every head].
-    w_all: Vec<f32>,
+    /// [Q of every head | K of every head | V of every head], packed for the kernel.
+    w_all: kernel::Projection,
 }
 
 impl Attn {
     /// Builds the stage; checks that the shapes fit together.
     pub fn new(weights: Weights, options: Options) -> Result<Attn> {
         let (dim, dk, dv, h) = (weights.dim, weights.d_kq, weights.d_v, weights.heads.len());
-        if dim == 0 || dk == 0 || dv == 0 || h == 0 {
-            return Err(Error::usage("dimensions and head count must be at least 1"));
-        }
+        check_sizes(dim, dk, dv, h)?;
         let n = h * (2 * dk + dv);
         let mut w_all = vec![0f32; dim * n];
         for (hi, head) in weights.heads.iter().enumerate() {
@@ -402,6 +496,7 @@ impl Attn {
                 row[2 * h * dk + hi * dv..][..dv].copy_from_slice(&head.w_value[d * dv..][..dv]);
             }
         }
+        let w_all = kernel::Projection::new(options.simd, &w_all, dim, n);
         Ok(Attn {
             weights,
             options,
@@ -415,6 +510,14 @@ impl Attn {
     pub fn parse_record(&self, line: &[u8]) -> Result<Option<Embedded>> {
         let trimmed = line.trim_ascii();
         if ndjson::is_header(trimmed) {
+            // A header names a model; any other object is not data this stage can skip.
+            ndjson::parse_header(trimmed)
+                .and_then(|h| ndjson::parse_stream_header(&h))
+                .map_err(|e| {
+                    Error::data(format!(
+                        "{e}: a line is a record (a JSON array) or a header object naming its \"model\""
+                    ))
+                })?;
             return Ok(None);
         }
         let dim = self.weights.dim;
@@ -446,7 +549,7 @@ impl Attn {
             }))
         } else {
             let ids = parse_ids(trimmed)?;
-            let data = self.weights.embed(&ids)?;
+            let data = self.weights.embed(&ids, self.options.threads)?;
             Ok(Some(Embedded {
                 data,
                 rows: ids.len(),
@@ -457,15 +560,7 @@ impl Attn {
     /// Projections of `x` into [Q | K | V] rows, `heads*(2 d_kq + d_v)` wide, plus 16
     /// spare zero columns so that the kernel can read whole vector groups.
     fn project(&self, x: &Embedded) -> Vec<f32> {
-        let n = self.weights.heads.len() * (2 * self.weights.d_kq + self.weights.d_v);
-        let mut p = kernel::matmul(
-            &x.data,
-            x.rows,
-            self.weights.dim,
-            &self.w_all,
-            n,
-            self.options.threads,
-        );
+        let mut p = self.w_all.apply(&x.data, x.rows, self.options.threads);
         p.extend_from_slice(&[0.0; 16]);
         p
     }
@@ -479,6 +574,14 @@ impl Attn {
             self.weights.d_v,
         );
         let n = h * (2 * dk + dv);
+        check_buffer("the projections of this record", x.rows, 1, n)?;
+        if let Some(c) = context {
+            check_buffer("the projections of the context record", c.rows, 1, n)?;
+        }
+        if self.options.print != PrintKind::Context {
+            let s = context.map_or(x.rows, |c| c.rows);
+            check_buffer("the matrix of this record (T x heads x S)", x.rows, h, s)?;
+        }
         let px = self.project(x);
         let pc;
         let (kv, s) = match context {
@@ -520,7 +623,15 @@ impl Attn {
         let (out, cols) = match self.options.print {
             PrintKind::Context => {
                 let mut out = vec![0f32; x.rows * h * dv];
-                kernel::attention(&shape, q, k, v, &mut out, self.options.threads);
+                kernel::attention(
+                    &shape,
+                    q,
+                    k,
+                    v,
+                    &mut out,
+                    self.options.threads,
+                    self.options.simd,
+                );
                 (out, h * dv)
             }
             PrintKind::Weights => (reference::weights(&shape, q, k), h * s),
@@ -534,45 +645,9 @@ impl Attn {
         Ok((out, cols))
     }
 
-    /// Writes one output record: a JSON array of rows of `cols` numbers, and a newline.
+    /// Writes one output record (rows of `cols` numbers) in the run's format.
     pub fn write_rows(&self, w: &mut dyn Write, data: &[f32], cols: usize) -> std::io::Result<()> {
-        // Written in pieces: a 100k-token record of 512 numbers a row is hundreds of MB
-        // of text, which need not be held at once.
-        let mut buf = String::with_capacity(1 << 16);
-        buf.push('[');
-        if cols > 0 {
-            for (i, row) in data.chunks(cols).enumerate() {
-                if i > 0 {
-                    buf.push(',');
-                }
-                buf.push('[');
-                for (j, &x) in row.iter().enumerate() {
-                    if j > 0 {
-                        buf.push(',');
-                    }
-                    push_number(&mut buf, x, self.options.precision);
-                }
-                buf.push(']');
-                if buf.len() >= 1 << 16 {
-                    w.write_all(buf.as_bytes())?;
-                    buf.clear();
-                }
-            }
-        }
-        buf.push_str("]\n");
-        w.write_all(buf.as_bytes())
-    }
-}
-
-fn push_number(buf: &mut String, x: f32, precision: Precision) {
-    use std::fmt::Write as _;
-    match precision {
-        Precision::Fixed(p) => {
-            let _ = write!(buf, "{x:.p$}");
-        }
-        Precision::Shortest => {
-            let _ = write!(buf, "{x}");
-        }
+        format::write_record(w, data, cols, self.options.format, self.options.precision)
     }
 }
 
@@ -657,4 +732,49 @@ pub fn parse_ids(text: &[u8]) -> Result<Vec<u32>> {
     let mut ids = Vec::new();
     ndjson::parse_ids_into(text, &mut ids).map_err(Error::data)?;
     Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Threads spawned on this thread while `f` runs.
+    fn spawns(f: impl FnOnce()) -> usize {
+        let before = kernel::SPAWNED.with(|c| c.get());
+        f();
+        kernel::SPAWNED.with(|c| c.get()) - before
+    }
+
+    #[test]
+    fn short_records_start_no_threads_whatever_their_count() {
+        let spec = DrawSpec {
+            dim: 64,
+            d_kq: 16,
+            d_v: 16,
+            heads: 4,
+            ..DrawSpec::default()
+        };
+        let options = Options {
+            threads: 2,
+            ..Options::default()
+        };
+        let stage = Attn::new(Weights::draw(&spec), options).unwrap();
+        let mut out = Vec::new();
+        let mut one = |line: &[u8]| {
+            let x = stage.parse_record(line).unwrap().unwrap();
+            let (data, cols) = stage.compute(&x, None).unwrap();
+            stage.write_rows(&mut out, &data, cols).unwrap();
+        };
+        let n = spawns(|| {
+            for i in 0..20_000u32 {
+                one(format!("[{},{}]", i, 49_999 - i).as_bytes());
+            }
+        });
+        assert_eq!(n, 0, "20 000 two-id records started {n} threads");
+        // A long record does use the second core: the count above can see spawns.
+        let ids: Vec<String> = (0..2000).map(|i| i.to_string()).collect();
+        let n = spawns(|| one(format!("[{}]", ids.join(",")).as_bytes()));
+        assert!((1..=8).contains(&n), "{n}");
+        assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 20_001);
+    }
 }
