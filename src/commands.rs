@@ -198,20 +198,16 @@ pub fn train(
     }
     let wanted = vocab_size - 256;
 
-    let mut vocab: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let mut tokens = train::TokenBytes::new();
     let mut learned = 0;
     let mut on_merge = |merge: &Merge| {
-        let (a, b) = (merge.pair.0 as usize, merge.pair.1 as usize);
-        let mut token = vocab[a].clone();
-        token.extend_from_slice(&vocab[b]);
         learned += 1;
         events(TrainEvent::Merged {
             merge,
             index: learned,
             total: wanted,
-            token: &token,
+            token: tokens.push(merge.pair),
         });
-        vocab.push(token);
     };
     let merges = match &config.split {
         None => {

@@ -511,7 +511,11 @@ impl<L: Layout, W: Weights> Engine<L, W> {
             let mut it = tokens.from(lo as usize);
             let mut x = it.next().unwrap_or(NONE);
             for (p, slot) in (lo..).zip(slots.iter_mut()) {
-                let y = if p + 1 < n { it.next().unwrap_or(NONE) } else { NONE };
+                let y = if p + 1 < n {
+                    it.next().unwrap_or(NONE)
+                } else {
+                    NONE
+                };
                 let id = if x < 256 && y < 256 {
                     rec_of[((x << 8) | y) as usize]
                 } else {
@@ -596,7 +600,9 @@ impl<L: Layout, W: Weights> Engine<L, W> {
         };
         let c = self.next_id;
         self.next_id += 1;
-        self.pass.new.resize(2 * (self.next_id as usize + 1), NO_NEW_PAIR);
+        self.pass
+            .new
+            .resize(2 * (self.next_id as usize + 1), NO_NEW_PAIR);
         let lay = self.lay;
         let n = lay.n();
         let sep = lay.sep();

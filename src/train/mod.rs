@@ -17,6 +17,7 @@
 //!   single chunk, even 200 MB of one letter, costs no weight array).
 //! - `engine`: the records, the merge passes and the set-up.
 //! - `slots`: the per-position array and its two layouts; `queue`: the pair queue.
+//! - `tokens`: the learned tokens' bytes for callers that show them as they come.
 //!
 //! # Kept decisions
 //! One engine for every input. What still depends on the input is chosen per run, each for
@@ -26,10 +27,12 @@
 mod engine;
 mod queue;
 mod slots;
+mod tokens;
 
-use engine::{Engine, PerPos, Plan, Tokens, Uniform, Weights};
 pub use engine::Merge;
+use engine::{Engine, PerPos, Plan, Tokens, Uniform, Weights};
 use slots::{Packed, Wide, SEP};
+pub use tokens::TokenBytes;
 
 /// The longest text (`train_bytes`), or total length of the chunks plus one per chunk
 /// (`train_chunks`), the trainer accepts: positions and ids live in 31 bits. Callers must

@@ -1,0 +1,100 @@
+//! The bytes of the tokens a training run learns, for a caller that shows each merge as it
+//! comes (the `--verbose` log, progress), without keeping every token's bytes: the tokens
+//! of a run of one letter add up to 12 bytes per input byte, more than the trainer itself
+//! needs. Tokens up to [`KEPT_MAX`] bytes are kept; longer ones are put together from kept
+//! pieces when asked for, each piece a copy.
+
+/// The longest token whose bytes are kept.
+const KEPT_MAX: usize = 256;
+
+/// The tokens learned so far: byte tokens, then one per merge.
+pub struct TokenBytes {
+    /// `pairs[k]` made token 256 + k.
+    pairs: Vec<(u32, u32)>,
+    /// Per token, its bytes' range in `kept`, or `None` if it is longer than [`KEPT_MAX`].
+    ranges: Vec<Option<(usize, usize)>>,
+    kept: Vec<u8>,
+    /// The last token put together.
+    buf: Vec<u8>,
+    stack: Vec<u32>,
+}
+
+impl Default for TokenBytes {
+    fn default() -> TokenBytes {
+        TokenBytes::new()
+    }
+}
+
+impl TokenBytes {
+    /// The 256 byte tokens.
+    pub fn new() -> TokenBytes {
+        TokenBytes {
+            pairs: Vec::new(),
+            ranges: (0..256).map(|b| Some((b, b + 1))).collect(),
+            kept: (0..=255).collect(),
+            buf: Vec::new(),
+            stack: Vec::new(),
+        }
+    }
+
+    /// Adds the token that merging `pair` makes (the next id) and returns its bytes.
+    ///
+    /// # Panics
+    /// If `pair` names a token not learned yet.
+    pub fn push(&mut self, pair: (u32, u32)) -> &[u8] {
+        self.buf.clear();
+        self.stack.clear();
+        self.stack.extend([pair.1, pair.0]);
+        while let Some(id) = self.stack.pop() {
+            match self.ranges[id as usize] {
+                Some((start, end)) => self.buf.extend_from_slice(&self.kept[start..end]),
+                None => {
+                    let (a, b) = self.pairs[id as usize - 256];
+                    self.stack.extend([b, a]);
+                }
+            }
+        }
+        self.pairs.push(pair);
+        let range = (self.buf.len() <= KEPT_MAX).then(|| {
+            let start = self.kept.len();
+            self.kept.extend_from_slice(&self.buf);
+            (start, self.kept.len())
+        });
+        self.ranges.push(range);
+        &self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{TokenBytes, KEPT_MAX};
+
+    /// Every token equals the naive concatenation of its pair's tokens, short and long
+    /// (doubling chains pass the kept length), on random merge lists.
+    #[test]
+    fn tokens_equal_the_concatenation() {
+        let mut random = crate::test_rng::below_usize(91);
+        for round in 0..50 {
+            let mut naive: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+            let mut tokens = TokenBytes::new();
+            for _ in 0..200 {
+                let pick = |random: &mut dyn FnMut(usize) -> usize| {
+                    // Late tokens often, so that lengths grow past the kept limit.
+                    let len = naive.len();
+                    let id = if round % 2 == 0 && random(2) == 0 {
+                        len - 1 - random(len.min(4))
+                    } else {
+                        random(len)
+                    };
+                    id as u32
+                };
+                let pair = (pick(&mut random), pick(&mut random));
+                let mut want = naive[pair.0 as usize].clone();
+                want.extend_from_slice(&naive[pair.1 as usize]);
+                assert_eq!(tokens.push(pair), want);
+                naive.push(want);
+            }
+            assert!(round % 2 == 1 || naive.iter().any(|t| t.len() > KEPT_MAX));
+        }
+    }
+}
