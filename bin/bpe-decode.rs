@@ -5,8 +5,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use toksuite::cli::{self, CommonArgs, Output};
-use toksuite::commands::{self, DecodeConfig};
-use toksuite::modelfile;
+use toksuite::cmd::decode::{self, DecodeConfig};
+use toksuite::format;
+use toksuite::pretokenize;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -18,8 +19,8 @@ Examples:
 #[derive(Parser)]
 #[command(name = "bpe-decode", version, after_help = EXAMPLES)]
 struct Args {
-    /// Model: a model file, a tiktoken rank file, or a built-in name; default: the model
-    /// the stream's header names, else o200k_base
+    /// Model: a built-in name, or a model file, an HF tokenizer.json, a minbpe .model or a
+    /// tiktoken rank file; default: the model the stream's header names, else o200k_base
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
     model: Option<String>,
 
@@ -27,7 +28,7 @@ struct Args {
     #[arg(long)]
     whole: bool,
 
-    /// Split pattern for a *.tiktoken rank file (accepted for symmetry with bpe-encode)
+    /// Split pattern for a tiktoken rank file (accepted for symmetry with bpe-encode)
     #[arg(long, value_name = "NAME|REGEX")]
     split: Option<String>,
 
@@ -48,12 +49,12 @@ fn main() -> ExitCode {
     };
     cli::run_main("bpe-decode", || {
         let sources = toksuite::input::sources(&args.common.files)?;
-        let split = match &args.split {
-            Some(value) => commands::parse_split(value)?,
-            None => None,
-        };
+        // Checked, but decoding needs no pattern: any model takes it, as before.
+        if let Some(value) = &args.split {
+            pretokenize::parse_split(value)?;
+        }
         let model = match &args.model {
-            Some(name) => Some(modelfile::load(name, split)?),
+            Some(name) => Some(format::load(name, None)?),
             None => None,
         };
         let config = DecodeConfig {
@@ -65,7 +66,7 @@ fn main() -> ExitCode {
         };
         let mut out = Output::create(args.common.output.as_deref())?
             .line_buffered(args.line_buffered.line_buffered);
-        let result = commands::decode(config, &sources, &mut out);
+        let result = decode::decode(config, &sources, &mut out);
         out.finish_with(result)
     })
 }

@@ -5,14 +5,16 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use toksuite::cli::{self, CommonArgs, Output};
-use toksuite::commands::{self, EncodeConfig};
+use toksuite::cmd::encode::{self, EncodeConfig};
 use toksuite::encode::AllowedSpecial;
-use toksuite::modelfile;
+use toksuite::format;
+use toksuite::pretokenize;
 
 const EXAMPLES: &str = "\
 Examples:
   echo 'hello world' | bpe-encode
   echo 'some text' | bpe-encode -m merges.json | bpe-decode
+  bpe-encode -m tokenizer.json --allowed-special all chat.txt
   bpe-encode -m cl100k_base --count --whole book.txt
   echo 'Life is short eat dessert first' | bpe-encode -m words.json | attn";
 
@@ -20,9 +22,10 @@ Examples:
 #[derive(Parser)]
 #[command(name = "bpe-encode", version, after_help = EXAMPLES)]
 struct Args {
-    /// Model: a model file, a tiktoken rank file (*.tiktoken), or a built-in name
-    /// (o200k_base, cl100k_base, p50k_base, r50k_base)
-    #[arg(short = 'm', long = "model", value_name = "MODEL", default_value = modelfile::DEFAULT_MODEL)]
+    /// Model: a built-in name (o200k_base, cl100k_base, p50k_base, r50k_base), or a model
+    /// file, an HF tokenizer.json, a minbpe .model or a tiktoken rank file (told apart by
+    /// content)
+    #[arg(short = 'm', long = "model", value_name = "MODEL", default_value = format::DEFAULT_MODEL)]
     model: String,
 
     /// The whole input is one record (default: each line is a record)
@@ -47,7 +50,7 @@ struct Args {
     #[arg(long, value_name = "all|TOKEN[,TOKEN]")]
     allowed_special: Option<String>,
 
-    /// Split pattern for a *.tiktoken rank file: a preset name or a regex
+    /// Split pattern for a tiktoken rank file: a preset name or a regex
     #[arg(long, value_name = "NAME|REGEX")]
     split: Option<String>,
 
@@ -69,15 +72,10 @@ fn main() -> ExitCode {
     cli::run_main("bpe-encode", || {
         let sources = toksuite::input::sources(&args.common.files)?;
         let split = match &args.split {
-            Some(value) => commands::parse_split(value)?,
+            Some(value) => pretokenize::parse_split(value)?,
             None => None,
         };
-        if split.is_some() && !args.model.ends_with(".tiktoken") {
-            return Err(toksuite::Error::usage(
-                "--split applies only to *.tiktoken rank files (model files carry their pattern)",
-            ));
-        }
-        let model = modelfile::load(&args.model, split)?;
+        let model = format::load(&args.model, split)?;
         let allowed_special = match args.allowed_special.as_deref() {
             None => AllowedSpecial::None,
             Some("all") => AllowedSpecial::All,
@@ -95,7 +93,7 @@ fn main() -> ExitCode {
         };
         let mut out = Output::create(args.common.output.as_deref())?
             .line_buffered(args.line_buffered.line_buffered);
-        let result = commands::encode(&config, &sources, &mut out);
+        let result = encode::encode(&config, &sources, &mut out);
         // The process ends here: freeing a large model word by word (a 540k-word model
         // is 540k allocations) costs more than the system reclaiming it at exit.
         std::mem::forget(config);

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use toksuite::cli::{self, CommonArgs, Output};
-use toksuite::commands::{self, ModelType, TrainConfig, TrainEvent};
+use toksuite::cmd::train::{self, ModelType, TrainConfig, TrainEvent};
+use toksuite::pretokenize;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -23,7 +24,7 @@ struct Args {
     #[arg(long, value_name = "N")]
     vocab_size: Option<usize>,
 
-    /// Pre-split the text: none (the seed's whole-text BPE), gpt2, gpt4, cl100k, o200k,
+    /// Pre-split the text: none (byte-level BPE over the whole text), gpt2, gpt4, cl100k, o200k,
     /// r50k, p50k, or a regex; pairs never cross chunks
     #[arg(long, value_name = "NAME|REGEX", default_value = "none")]
     split: String,
@@ -33,11 +34,11 @@ struct Args {
     #[arg(long, value_name = "TOKEN")]
     special: Vec<String>,
 
-    /// Model type: bpe, or word (the seed's word-based vocabulary)
+    /// Model type: bpe, or word (a word-level vocabulary: whitespace-separated words)
     #[arg(long, value_name = "TYPE", default_value = "bpe", value_parser = ["bpe", "word"])]
     model_type: String,
 
-    /// Log each merge to standard error, in the seed's format
+    /// Log each merge to standard error, in minbpe's verbose format
     #[arg(long)]
     verbose: bool,
 
@@ -60,7 +61,7 @@ fn main() -> ExitCode {
         } else {
             ModelType::Bpe
         };
-        let split = commands::parse_split(&args.split)?;
+        let split = pretokenize::parse_split(&args.split)?;
         if model_type == ModelType::Word && (split.is_some() || !args.special.is_empty()) {
             return Err(toksuite::Error::usage(
                 "--split and --special apply to BPE models only",
@@ -86,7 +87,7 @@ fn main() -> ExitCode {
         };
         let mut out = Output::create(args.common.output.as_deref())?;
         let mut bar = None;
-        let result = commands::train(&config, &sources, &mut out, &mut |event| match event {
+        let result = train::train(&config, &sources, &mut out, &mut |event| match event {
             TrainEvent::Merged {
                 merge,
                 index,
@@ -94,7 +95,7 @@ fn main() -> ExitCode {
                 token,
             } => {
                 if args.verbose {
-                    let line = commands::merge_log_line(merge, index, total, token);
+                    let line = train::merge_log_line(merge, index, total, token);
                     cli::stderr_line(format_args!("{line}"));
                 }
                 let bar = bar.get_or_insert_with(|| {

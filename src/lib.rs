@@ -6,22 +6,20 @@
 pub mod attn;
 mod blob;
 pub mod cli;
-pub mod commands;
+pub mod cmd;
 pub mod decode;
 pub mod encode;
 pub mod error;
+pub mod format;
 mod hugemem;
+pub mod identity;
 pub mod input;
 pub mod model;
-pub mod modelfile;
-pub mod ndjson;
 pub mod parallel;
 pub mod pretokenize;
 #[cfg(test)]
 mod test_rng;
-pub mod tiktoken;
 pub mod train;
 pub mod word;
-mod wordtable;
 
 pub use error::{Error, ErrorKind, Result};

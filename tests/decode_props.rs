@@ -6,8 +6,8 @@ use std::fs;
 
 use predicates::prelude::*;
 use toksuite::decode::{decode_ids, DecodeBuf, DecodeTable};
+use toksuite::format::ids as ndjson;
 use toksuite::model::{Model, ModelSource, SpecialToken};
-use toksuite::ndjson;
 
 use crate::common::{scratch, tool, Rng};
 use crate::encode_props::{model_from_merges, random_merges};
@@ -30,7 +30,7 @@ fn word_model() -> Model {
         name: "w".into(),
         sha256: String::new(),
     };
-    toksuite::modelfile::parse(text.as_bytes(), source, "w").unwrap()
+    toksuite::format::model_file::parse(text.as_bytes(), source, "w").unwrap()
 }
 
 /// A record line: mostly the encoder's compact form, sometimes with the things only
@@ -506,7 +506,7 @@ fn whole_streams_are_cut_between_ids() {
         .split(',')
         .map(|id| id.parse().unwrap())
         .collect();
-    let model = toksuite::modelfile::load("o200k_base", None).unwrap();
+    let model = toksuite::format::load("o200k_base", None).unwrap();
     let mut before_bad = Vec::new();
     decode_ids(&model, &good_ids, &mut before_bad).unwrap();
     for threads in ["1", "2"] {

@@ -5,9 +5,10 @@
 
 use ahash::AHashMap;
 use toksuite::encode::{encode_batch, AllowedSpecial, Encoder};
-use toksuite::model::{BpeModel, ModelSource, SpecialToken, SplitSpec};
+use toksuite::format::tiktoken;
+use toksuite::model::{BpeModel, ModelSource, SpecialToken};
+use toksuite::pretokenize::SplitSpec;
 use toksuite::pretokenize::{self, Splitter};
-use toksuite::tiktoken;
 
 /// xorshift64*: small, seeded, good enough for test inputs.
 pub struct Rng(u64);

@@ -156,7 +156,7 @@ fn one_record_at_a_time(model: &Model, text: &[u8]) -> (Vec<u8>, u64, u64) {
             }
         };
         tokens += ids.len() as u64;
-        toksuite::ndjson::push_ids(&mut out, &ids);
+        toksuite::format::ids::push_ids(&mut out, &ids);
         out.push(b'\n');
     }
     (out, tokens, unknown)
@@ -180,7 +180,7 @@ fn line_mode_encodes_many_items_alike_on_any_thread_count() {
             .args(["-q", "-o", name, "part.txt"])
             .assert()
             .success();
-        let model = toksuite::modelfile::load(dir.join(name).to_str().unwrap(), None).unwrap();
+        let model = toksuite::format::load(dir.join(name).to_str().unwrap(), None).unwrap();
         let (expected, tokens, unknown) = one_record_at_a_time(&model, &text);
         let records = toksuite::input::Lines::new(&text).count();
         let mut stats = format!(

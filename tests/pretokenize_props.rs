@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use toksuite::model::SplitSpec;
+use toksuite::pretokenize::SplitSpec;
 use toksuite::pretokenize::{
     classes, count_chunks, find_safe_cut, is_safe_cut, preset_pattern, ChunkCounter, Splitter,
     CL100K_PATTERN, GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN, R50K_PATTERN,

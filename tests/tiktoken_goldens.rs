@@ -5,8 +5,8 @@
 use std::borrow::Cow;
 
 use toksuite::encode::{AllowedSpecial, Encoder};
+use toksuite::format::tiktoken;
 use toksuite::model::{BpeModel, ModelSource};
-use toksuite::tiktoken;
 
 const GOLDENS: &str = include_str!("fixtures/encode/tiktoken-goldens.jsonl");
 
@@ -19,8 +19,8 @@ fn decode(model: &BpeModel, ids: &[u32]) -> Vec<u8> {
 #[test]
 fn builtins_match_tiktoken_goldens() {
     let mut checked = 0;
-    for &name in tiktoken::BUILTINS {
-        let model = tiktoken::builtin(name).expect("builtin loads");
+    for &name in toksuite::model::BUILTINS {
+        let model = toksuite::model::builtin(name).expect("builtin loads");
         let none = Encoder::new(&model, &AllowedSpecial::None).unwrap();
         let all = Encoder::new(&model, &AllowedSpecial::All).unwrap();
         let mut whole_text = Vec::new();
@@ -83,7 +83,7 @@ fn builtins_equal_a_parse_of_their_rank_files() {
         ("r50k_base", include_bytes!("../assets/r50k_base.tiktoken")),
     ];
     for (name, file) in files {
-        let built = tiktoken::builtin(name).unwrap();
+        let built = toksuite::model::builtin(name).unwrap();
         let parsed = tiktoken::load_rank_file(
             file,
             ModelSource::Builtin(name),
@@ -113,26 +113,26 @@ fn builtins_equal_a_parse_of_their_rank_files() {
 
 #[test]
 fn builtin_shapes() {
-    let o200k = tiktoken::builtin("o200k_base").unwrap();
+    let o200k = toksuite::model::builtin("o200k_base").unwrap();
     assert_eq!(o200k.vocab_size(), 200_019);
     assert_eq!(o200k.source, ModelSource::Builtin("o200k_base"));
     assert_eq!(o200k.split.as_ref().unwrap().name, "o200k");
-    let p50k = tiktoken::builtin("p50k_base").unwrap();
+    let p50k = toksuite::model::builtin("p50k_base").unwrap();
     // The rank gap at 50256 holds <|endoftext|>.
     assert_eq!(p50k.token(50256), Some(&b"<|endoftext|>"[..]));
     assert_eq!(p50k.vocab_size(), 50281);
-    let r50k = tiktoken::builtin("r50k_base").unwrap();
+    let r50k = toksuite::model::builtin("r50k_base").unwrap();
     assert_eq!(r50k.vocab_size(), 50257);
     // Byte tokens are permuted: "!" is rank 0.
     assert_eq!(r50k.base_id_of_byte[b'!' as usize], 0);
-    assert!(tiktoken::builtin("gpt5_base").is_none());
+    assert!(toksuite::model::builtin("gpt5_base").is_none());
 }
 
 #[test]
 fn every_token_encodes_to_itself() {
     // tiktoken's whole-piece rule: a piece that is a token is that token.
-    for &name in tiktoken::BUILTINS {
-        let model = tiktoken::builtin(name).unwrap();
+    for &name in toksuite::model::BUILTINS {
+        let model = toksuite::model::builtin(name).unwrap();
         let mut no_split = model.clone();
         no_split.split = None;
         let enc = Encoder::new(&no_split, &AllowedSpecial::None).unwrap();

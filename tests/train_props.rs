@@ -2,7 +2,7 @@
 //! minbpe RegexTokenizer) and seeded random properties against naive twins.
 
 use std::collections::HashMap;
-use toksuite::model::SplitSpec;
+use toksuite::pretokenize::SplitSpec;
 use toksuite::pretokenize::{Splitter, GPT4_PATTERN};
 use toksuite::train::{
     train_bytes, train_bytes_with, train_chunks, train_chunks_with, EngineChoice, Merge,

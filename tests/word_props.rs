@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
-use toksuite::model::{ModelSource, WordModel};
+use toksuite::model::ModelSource;
+use toksuite::word::WordModel;
 use toksuite::word::{self, WordCounter, WordEncoder};
 use toksuite::ErrorKind;
 
@@ -44,7 +45,7 @@ fn source() -> ModelSource {
 /// Writes a model and reads it back through `parse_model`.
 fn round_trip(model: &WordModel) -> WordModel {
     let mut file = Vec::new();
-    word::write_model(&mut file, model).unwrap();
+    toksuite::format::word_file::write_model(&mut file, model).unwrap();
     parse_file(&file).unwrap()
 }
 
@@ -52,7 +53,7 @@ fn parse_file(file: &[u8]) -> toksuite::Result<WordModel> {
     let mut lines = file.split(|&b| b == b'\n').zip(1u64..).map(|(l, n)| (n, l));
     let (_, first) = lines.next().unwrap();
     let header: Map<String, Value> = serde_json::from_slice(first).unwrap();
-    word::parse_model(&header, &mut lines, 0, source(), "test.json")
+    toksuite::format::word_file::parse_model(&header, &mut lines, 0, source(), "test.json")
 }
 
 fn model_words(model: &WordModel) -> Vec<Vec<u8>> {
@@ -105,7 +106,7 @@ fn seed_model_file_is_the_golden_one() {
     // The seed's sentence after `tr -d ,`, with the newline `echo` adds.
     let model = word::train(b"Life is short eat dessert first\n", None, 2).unwrap();
     let mut file = Vec::new();
-    word::write_model(&mut file, &model).unwrap();
+    toksuite::format::word_file::write_model(&mut file, &model).unwrap();
     assert_eq!(
         String::from_utf8(file).unwrap(),
         String::from_utf8(fixture("seed-words.json")).unwrap()
@@ -239,7 +240,7 @@ fn python_goldens_for_a_text_full_of_unicode_spaces() {
             }
             let model = counter.finish(vocab).unwrap();
             let mut file = Vec::new();
-            word::write_model(&mut file, &model).unwrap();
+            toksuite::format::word_file::write_model(&mut file, &model).unwrap();
             assert_eq!(
                 String::from_utf8(file).unwrap(),
                 String::from_utf8(fixture(golden)).unwrap(),
@@ -264,7 +265,7 @@ fn model_files_round_trip_including_invalid_utf8_words() {
     let text = b"caf\xc3\xa9 \xff\xfe ab \"q\\ \xff\xfe \xe3\x80 [UNK] \x01\x7f ab";
     let model = word::train(text, None, 1).unwrap();
     let mut file = Vec::new();
-    word::write_model(&mut file, &model).unwrap();
+    toksuite::format::word_file::write_model(&mut file, &model).unwrap();
     let file_text = String::from_utf8(file.clone()).unwrap();
     assert!(
         file_text.contains(r#"{"id":5,"hex":"e380","count":1}"#),
@@ -721,7 +722,7 @@ fn the_plain_line_fast_path_reads_what_the_json_parser_reads() {
         let text = random_text(&mut rng, 80);
         let model = word::train(&text, None, 1).unwrap();
         let mut file = Vec::new();
-        word::write_model(&mut file, &model).unwrap();
+        toksuite::format::word_file::write_model(&mut file, &model).unwrap();
         // The same lines re-serialized by serde_json (keys sorted, so not the fast form).
         let mut resorted = Vec::new();
         for line in file.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
@@ -1050,8 +1051,10 @@ fn model_text_read_in_two_halves_matches_the_sequential_reader() {
         let header: Map<String, Value> =
             serde_json::from_str(r#"{"kind":"word","version":1}"#).unwrap();
         let mut numbered = body.split(|&b| b == b'\n').zip(2u64..).map(|(l, n)| (n, l));
-        let sequential = word::parse_model(&header, &mut numbered, 0, source(), "m.json");
-        let halves = word::parse_model_text(&header, &body, 0, source(), "m.json");
+        let sequential =
+            toksuite::format::word_file::parse_model(&header, &mut numbered, 0, source(), "m.json");
+        let halves =
+            toksuite::format::word_file::parse_model_text(&header, &body, 0, source(), "m.json");
         match (sequential, halves) {
             (Ok(a), Ok(b)) => {
                 assert_eq!(a.words(), b.words());
@@ -1103,7 +1106,7 @@ fn whole_input_encodes_alike_on_any_thread_count() {
     let mut ids = Vec::new();
     let unknown = word::encode(&model, &text, &mut ids);
     let mut expected = Vec::new();
-    toksuite::ndjson::push_ids(&mut expected, &ids);
+    toksuite::format::ids::push_ids(&mut expected, &ids);
     expected.push(b'\n');
     for threads in ["1", "2", "3"] {
         let out = crate::common::tool("bpe-encode", &dir)

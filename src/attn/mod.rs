@@ -15,8 +15,8 @@ use std::io::{BufRead, Write};
 pub use rng::{LazyEmbedding, NormalFill, TorchRng};
 
 use crate::error::{Error, Result};
+use crate::format::ids as ndjson;
 use crate::input::{self, Source};
-use crate::ndjson;
 
 /// Shape and provenance of weights drawn like the seed's example.
 #[derive(Debug, Clone)]

@@ -67,8 +67,47 @@ mod fast;
 pub use count::{count_chunks, ChunkCounter, ChunkCounts};
 
 use crate::error::{Error, Result};
-use crate::model::SplitSpec;
 use fast::Preset;
+
+/// A split (pre-tokenization) pattern: a preset name (`gpt4`, `o200k`, ... or `custom`)
+/// and the exact regex text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitSpec {
+    pub name: String,
+    pub pattern: String,
+}
+
+/// Parses `--split NAME|REGEX`: `none`, a preset name, or a custom regex (checked here,
+/// so a bad one is a usage error carrying the engine's message).
+pub fn parse_split(value: &str) -> Result<Option<SplitSpec>> {
+    if value == "none" {
+        return Ok(None);
+    }
+    let spec = match preset_pattern(value) {
+        Some(pattern) => SplitSpec {
+            name: value.to_string(),
+            pattern: pattern.to_string(),
+        },
+        // A bare word is a valid regex, but one that only finds itself in the text: far
+        // more likely a mistyped preset (`cl100`) than a pattern anyone means.
+        None if !value.is_empty()
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+        {
+            return Err(Error::usage(format!(
+                "unknown split {value:?}: the presets are none, gpt2, gpt4, cl100k, o200k, \
+                 r50k and p50k (to split by that text as a regex, write (?:{value}))"
+            )));
+        }
+        None => SplitSpec {
+            name: "custom".to_string(),
+            pattern: value.to_string(),
+        },
+    };
+    Splitter::new(&spec)?;
+    Ok(Some(spec))
+}
 
 /// minbpe's `GPT2_SPLIT_PATTERN`.
 pub const GPT2_PATTERN: &str =
@@ -107,6 +146,20 @@ pub fn preset_pattern(name: &str) -> Option<&'static str> {
         "o200k" => Some(O200K_PATTERN),
         "r50k" | "p50k" => Some(R50K_PATTERN),
         _ => None,
+    }
+}
+
+/// The split spec of a pattern's text: named after the preset whose exact text it is
+/// (`r50k` for the pattern r50k_base and p50k_base share), else `custom`. Used where a
+/// pattern arrives without a name (HF `tokenizer.json`, minbpe `.model`).
+pub fn split_of_pattern(pattern: &str) -> SplitSpec {
+    let name = ["gpt2", "gpt4", "cl100k", "o200k", "r50k"]
+        .into_iter()
+        .find(|name| preset_pattern(name) == Some(pattern))
+        .unwrap_or("custom");
+    SplitSpec {
+        name: name.to_string(),
+        pattern: pattern.to_string(),
     }
 }
 

@@ -7,6 +7,9 @@ use std::io::{self, Write};
 
 use serde_json::{Map, Value};
 
+use super::json::{json_string, scan_digits, skip_ws, BOM, BOM_MESSAGE};
+use crate::identity::ModelSource;
+
 /// One line of an id stream.
 #[derive(Debug, PartialEq)]
 pub enum IdLine {
@@ -14,13 +17,6 @@ pub enum IdLine {
     Header(Map<String, Value>),
     /// A record: token ids.
     Ids(Vec<u32>),
-}
-
-fn skip_ws(bytes: &[u8], mut i: usize) -> usize {
-    while i < bytes.len() && matches!(bytes[i], b' ' | b'\t' | b'\r' | b'\n') {
-        i += 1;
-    }
-    i
 }
 
 /// Parses a JSON array of non-negative integers that fit in u32 into `out` (cleared
@@ -37,19 +33,14 @@ pub fn parse_ids_into(line: &[u8], out: &mut Vec<u32>) -> std::result::Result<()
     }
     loop {
         let start = i;
-        let mut value: u64 = 0;
-        while let Some(&d) = line.get(i) {
-            if !d.is_ascii_digit() {
-                break;
-            }
-            value = value * 10 + u64::from(d - b'0');
-            if value > u64::from(u32::MAX) {
-                return Err(format!(
-                    "id {} is out of range (ids are below 2^32)",
-                    number_text(line, start)
-                ));
-            }
-            i += 1;
+        let (value, digits) = scan_digits(&line[i..]);
+        i += digits;
+        let value = value.filter(|&v| v <= u64::from(u32::MAX));
+        if digits > 0 && value.is_none() {
+            return Err(format!(
+                "id {} is out of range (ids are below 2^32)",
+                number_text(line, start)
+            ));
         }
         if i == start {
             return Err(match line.get(i) {
@@ -67,7 +58,7 @@ pub fn parse_ids_into(line: &[u8], out: &mut Vec<u32>) -> std::result::Result<()
                 String::from_utf8_lossy(&line[start..(i + 1).min(line.len())])
             ));
         }
-        out.push(value as u32);
+        out.push(value.unwrap_or(0) as u32);
         i = skip_ws(line, i);
         match line.get(i) {
             Some(b',') => i = skip_ws(line, i + 1),
@@ -103,14 +94,6 @@ fn expected_array(line: &[u8]) -> String {
         "expected a JSON array of ids".to_string()
     }
 }
-
-/// The UTF-8 byte-order mark some editors put at the start of a file.
-pub const BOM: &[u8] = b"\xEF\xBB\xBF";
-/// What a reader says of a line that starts with [`BOM`]: JSON text has none, and
-/// without this the error would only say that the first character is unexpected.
-pub const BOM_MESSAGE: &str =
-    "the line starts with a UTF-8 byte-order mark (U+FEFF), which JSON lines may not have; \
-     remove it (an editor's \"UTF-8 without BOM\", or sed -i '1s/^\\xEF\\xBB\\xBF//' FILE)";
 
 /// Parses a header line (a JSON object).
 pub fn parse_header(line: &[u8]) -> std::result::Result<Map<String, Value>, String> {
@@ -169,6 +152,52 @@ pub fn write_ids(w: &mut dyn Write, ids: &[u32]) -> io::Result<()> {
     push_ids(&mut buf, ids);
     buf.push(b'\n');
     w.write_all(&buf)
+}
+
+/// The header line of an id stream for `model` (without newline).
+pub fn stream_header(source: &ModelSource) -> String {
+    match source {
+        ModelSource::Builtin(name) => format!("{{\"model\":{}}}", json_string(name)),
+        ModelSource::File { name, sha256 } => format!(
+            "{{\"model\":{},\"sha256\":{}}}",
+            json_string(name),
+            json_string(sha256)
+        ),
+    }
+}
+
+/// What an id-stream header names: a model name and, for files, its content hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamModel {
+    pub name: String,
+    pub sha256: Option<String>,
+}
+
+/// Reads an id-stream header object.
+pub fn parse_stream_header(
+    header: &Map<String, Value>,
+) -> std::result::Result<StreamModel, String> {
+    let name = header
+        .get("model")
+        .and_then(Value::as_str)
+        .ok_or("header has no \"model\" name")?
+        .to_string();
+    let sha256 = match header.get("sha256") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err("header \"sha256\" must be a string".to_string()),
+    };
+    Ok(StreamModel { name, sha256 })
+}
+
+/// True when `source` is the model a stream header names (same built-in, or same file
+/// content).
+pub fn same_model(source: &ModelSource, named: &StreamModel) -> bool {
+    match (source, &named.sha256) {
+        (ModelSource::Builtin(name), None) => *name == named.name,
+        (ModelSource::File { sha256, .. }, Some(hash)) => sha256 == hash,
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,7 @@
-//! Decoding: token ids back to bytes, for BPE and word models.
+//! Decoding: token ids back to bytes, for BPE and word models: the plain decoder, the
+//! fast table that decodes NDJSON records straight to bytes, and the stream engine.
+
+pub(crate) mod stream;
 
 use crate::model::{BpeModel, Model};
 

@@ -1,105 +1,26 @@
-//! Model files: the versioned NDJSON format `bpe-train` writes and every tool reads,
-//! and the resolution of `-m MODEL` (a built-in name, a `.tiktoken` rank file, or a
-//! model file).
+//! The suite's model files (format version 1, `docs/formats.md`, "Model files"):
+//! the header, dispatched by `kind` (word models are read by [`super::word_file`]), and
+//! BPE models, read and written.
 //!
-//! # Format, version 1 (a public API: readers reject what they do not know)
-//!
-//! Line 1 is a header object. For BPE:
-//!
-//! ```text
-//! {"kind":"bpe","version":1,"split":"gpt4","pattern":"<regex>","special_tokens":[{"text":"<|endoftext|>","id":512}]}
-//! ```
-//!
-//! - `kind`: `"bpe"` or `"word"` (word models: see `crate::word`).
-//! - `version`: 1.
-//! - `split`: `"none"` (the seed's whole-text BPE), a preset name (`gpt2`, `gpt4`,
-//!   `cl100k`, `o200k`, `r50k`, `p50k`) or `"custom"`; `pattern`: the exact regex
-//!   (`null` for `none`). The pattern is what applies; the name is informative.
-//! - `special_tokens` (optional, default none): text and id of each special token; ids
-//!   are at least 256 + the number of merges in the file, distinct, texts distinct.
-//! - `base_bytes` (optional): 256 distinct integers, `base_bytes[i]` being the byte that
-//!   base id `i` stands for; absent means id `i` is byte `i`.
-//!
-//! Every further line is one merge, in the order learned:
-//!
-//! ```text
-//! {"id":256,"pair":[104,97],"text":"ha","count":3}
-//! ```
-//!
-//! `id` is 256 on line 2 and consecutive after it; both `pair` members are ids defined
-//! before (`< id`); no pair appears twice; the tokens (each its pair's two end to end)
-//! hold at most [`model::MAX_TOKEN_BYTES`] in all. `text` (the token's bytes when they
-//! are UTF-8) or `hex` (lowercase hex of the bytes otherwise) and `count` (the pair's
-//! count when learned) are for people and are not used by readers. Any prefix of a
-//! model file (`head -n K`) is therefore a valid, smaller model.
+//! Reading checks everything the format promises (consecutive ids, pairs defined before
+//! use and merged once, tokens within 4 GiB, special ids beyond the merges) and names
+//! the line of the first problem, whichever check finds it. Lines in exactly the form
+//! [`write_bpe`] writes are read by a hand parser; anything else goes through serde_json
+//! (the JSON parser took ~17 of the ~20 ms a 32k model took to load).
 
-use std::fs;
 use std::io::{self, Write};
-use std::path::Path;
 
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
+use super::json::{json_string, json_u64, BOM, BOM_MESSAGE};
 use crate::error::{Error, Result};
-use crate::input::{self, Lines, Source};
-use crate::model::{
-    self, BpeModel, Model, ModelSource, PairIds, PairTable, SpecialToken, SplitSpec, FORMAT_VERSION,
-};
+use crate::input::Lines;
+use crate::model::tables::PAIR_ID_BITS;
+use crate::model::{self, BpeModel, Model, ModelSource, PairIds, PairTable, SpecialToken};
+use crate::pretokenize::SplitSpec;
 
-/// The name of the default model of `bpe-encode` and `bpe-decode`.
-pub const DEFAULT_MODEL: &str = "o200k_base";
-
-/// Lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for b in digest {
-        hex.push_str(&format!("{b:02x}"));
-    }
-    hex
-}
-
-/// Loads `-m MODEL`: a built-in name, a tiktoken rank file (`*.tiktoken`, split by
-/// `tiktoken_split`), or a model file.
-pub fn load(spec: &str, tiktoken_split: Option<SplitSpec>) -> Result<Model> {
-    if let Some(model) = crate::tiktoken::builtin(spec) {
-        return Ok(Model::Bpe(model));
-    }
-    let path = Path::new(spec);
-    // A bare name that is no file was most likely meant as a built-in: say which exist.
-    if !spec.contains(['/', '.'])
-        && fs::symlink_metadata(path).is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
-    {
-        return Err(Error::data(format!(
-            "no such file, and not a built-in model ({})",
-            crate::tiktoken::BUILTINS.join(", ")
-        ))
-        .in_file(spec));
-    }
-    let source = Source::file(path);
-    let data = input::read_source(&source, false)?;
-    let named = |sha256| ModelSource::File {
-        name: spec.to_string(),
-        sha256,
-    };
-    if spec.ends_with(".tiktoken") {
-        let model = crate::tiktoken::load_rank_file(
-            &data,
-            named(sha256_hex(&data)),
-            tiktoken_split,
-            vec![],
-        )
-        .map_err(|e| e.in_file(spec))?;
-        return Ok(Model::Bpe(model));
-    }
-    let (model, sha256) = parse_beside(&data, named(String::new()), spec, || sha256_hex(&data));
-    let mut model = model?;
-    match &mut model {
-        Model::Bpe(bpe) => bpe.source = named(sha256),
-        Model::Word(word) => word.source = named(sha256),
-    }
-    Ok(model)
-}
+/// The model-file format version this build reads and writes.
+pub const FORMAT_VERSION: u64 = 1;
 
 fn header_error(file: &str, message: impl Into<String>) -> Error {
     Error::data(message).at_line(file, 1)
@@ -115,7 +36,7 @@ pub fn parse(bytes: &[u8], source: ModelSource, file: &str) -> Result<Model> {
 /// model (the hash took ~1 ms of the ~10 ms a 32k model took to load), beside the table
 /// build of a large word model, whose lines are read on both cores first (its 26 MB hash
 /// took ~25 ms; run beside the two halves it slowed both).
-fn parse_beside<T: Send>(
+pub(crate) fn parse_beside<T: Send>(
     bytes: &[u8],
     source: ModelSource,
     file: &str,
@@ -134,11 +55,8 @@ fn parse_beside<T: Send>(
                 beside(),
             )
         }
-        Err(_) if first.starts_with(crate::ndjson::BOM) => {
-            return (
-                Err(header_error(file, crate::ndjson::BOM_MESSAGE)),
-                beside(),
-            )
+        Err(_) if first.starts_with(BOM) => {
+            return (Err(header_error(file, BOM_MESSAGE)), beside())
         }
         Err(e) => {
             let e = header_error(file, format!("malformed model header: {e}"));
@@ -169,8 +87,8 @@ fn parse_beside<T: Send>(
             beside,
         ),
         Some("word") => {
-            let parallel_min = crate::word::PARALLEL_MODEL_BYTES;
-            let (model, side) = crate::word::parse_model_text_beside(
+            let parallel_min = super::word_file::PARALLEL_MODEL_BYTES;
+            let (model, side) = super::word_file::parse_model_text_beside(
                 &header,
                 body,
                 parallel_min,
@@ -191,19 +109,6 @@ fn parse_beside<T: Send>(
     }
 }
 
-/// Reads a JSON non-negative integer (no leading zeros) at the start of `text`,
-/// returning it and the rest.
-fn json_u64(text: &[u8]) -> Option<(u64, &[u8])> {
-    let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 || digits > 19 || (digits > 1 && text[0] == b'0') {
-        return None;
-    }
-    let value = text[..digits]
-        .iter()
-        .fold(0u64, |v, &d| v * 10 + u64::from(d - b'0'));
-    Some((value, &text[digits..]))
-}
-
 /// What is wrong with merge `k` (0-based) when its token takes the tokens past
 /// [`model::MAX_TOKEN_BYTES`] in all.
 fn over_limit(k: usize) -> String {
@@ -219,7 +124,7 @@ type MergeFields = (u64, (u64, u64));
 /// The id and pair of the merge line at the start of `text` when it is in exactly the
 /// form [`write_bpe`] writes it, with a display string that needs no JSON escapes:
 /// `{"id":N,"pair":[A,B],"text":"T","count":C}` (or `"hex"`; `T` with no `\u`
-/// escape), then a newline or the end; and the text after that line. Anything else
+/// escape; no count in exports from other formats), then a newline or the end; and the text after that line. Anything else
 /// returns `None` and goes through the JSON parser, which also words the errors.
 /// Measured: the JSON parser took ~17 ms of the ~20 ms a 32k model took to load.
 /// Reading on from the line's `}` instead of finding each line's end first: parse in
@@ -256,7 +161,11 @@ fn parse_plain_merge(text: &[u8]) -> Option<(MergeFields, &[u8])> {
         std::str::from_utf8(&rest[..end]).ok()?;
     }
     let rest = rest[end..].strip_prefix(b"\"")?;
-    let (_count, rest) = json_u64(rest.strip_prefix(b",\"count\":")?)?;
+    // The count, when training wrote one (exports from other formats have none).
+    let rest = match rest.strip_prefix(b",\"count\":") {
+        Some(count) => json_u64(count)?.1,
+        None => rest,
+    };
     let rest = rest.strip_prefix(b"}")?;
     let after = match rest.split_first() {
         None => rest,
@@ -419,7 +328,7 @@ fn parse_bpe(
     // A slot table, which the encoder then reads in place (a hash map took ~25 ns per
     // insert, and the encoder built its own table from it); a map for models whose ids
     // do not fit a slot (over 2 M merges).
-    let (merge_ids, twice) = if 256 + merges.len() < 1 << model::PAIR_ID_BITS {
+    let (merge_ids, twice) = if 256 + merges.len() < 1 << PAIR_ID_BITS {
         let mut table = PairTable::with_capacity(merges.len());
         // `insert` cannot say `None` here (the table has room for every merge, and ids
         // are below 2^21); it would be reported as a pair merged twice.
@@ -519,7 +428,41 @@ pub fn write_bpe(
     merges: &[(u32, u32)],
     counts: &[u64],
 ) -> io::Result<()> {
-    let (bytes, offsets) = model::token_table(&model::identity_bytes(), merges)
+    write_lines(
+        w,
+        split,
+        specials,
+        &model::identity_bytes(),
+        merges,
+        Some(counts),
+    )
+}
+
+/// Writes any BPE model as a model file (a rank table by its recovered merges, see
+/// [`model::merge_list`]), with `base_bytes` when its byte order is not the identity and
+/// without counts, which only training knows.
+pub fn write_model(w: &mut dyn Write, model: &BpeModel) -> Result<()> {
+    let merges = model::merge_list::merge_list(model).map_err(Error::data)?;
+    write_lines(
+        w,
+        model.split.as_ref(),
+        &model.specials,
+        &model.base_id_of_byte,
+        &merges,
+        None,
+    )
+    .map_err(Error::write)
+}
+
+fn write_lines(
+    w: &mut dyn Write,
+    split: Option<&SplitSpec>,
+    specials: &[SpecialToken],
+    base_id_of_byte: &[u32; 256],
+    merges: &[(u32, u32)],
+    counts: Option<&[u64]>,
+) -> io::Result<()> {
+    let (bytes, offsets) = model::token_table(base_id_of_byte, merges)
         .map_err(|k| io::Error::new(io::ErrorKind::InvalidData, over_limit(k)))?;
     let mut header = String::from("{\"kind\":\"bpe\",\"version\":1,\"split\":");
     match split {
@@ -544,6 +487,14 @@ pub fn write_bpe(
         }
         header.push(']');
     }
+    if *base_id_of_byte != model::identity_bytes() {
+        let mut byte_of_id = [0u32; 256];
+        for (byte, &id) in base_id_of_byte.iter().enumerate() {
+            byte_of_id[id as usize] = byte as u32;
+        }
+        let list: Vec<String> = byte_of_id.iter().map(u32::to_string).collect();
+        header.push_str(&format!(",\"base_bytes\":[{}]", list.join(",")));
+    }
     header.push_str("}\n");
     w.write_all(header.as_bytes())?;
 
@@ -566,60 +517,13 @@ pub fn write_bpe(
                 line.push(b'"');
             }
         }
-        line.extend_from_slice(
-            format!(",\"count\":{}}}\n", counts.get(k).copied().unwrap_or(0)).as_bytes(),
-        );
+        match counts {
+            Some(counts) => line.extend_from_slice(
+                format!(",\"count\":{}}}\n", counts.get(k).copied().unwrap_or(0)).as_bytes(),
+            ),
+            None => line.extend_from_slice(b"}\n"),
+        }
         w.write_all(&line)?;
     }
     Ok(())
-}
-
-fn json_string(text: &str) -> String {
-    serde_json::to_string(text).unwrap_or_else(|_| "\"\"".to_string())
-}
-
-/// The header line of an id stream for `model` (without newline).
-pub fn stream_header(source: &ModelSource) -> String {
-    match source {
-        ModelSource::Builtin(name) => format!("{{\"model\":{}}}", json_string(name)),
-        ModelSource::File { name, sha256 } => format!(
-            "{{\"model\":{},\"sha256\":{}}}",
-            json_string(name),
-            json_string(sha256)
-        ),
-    }
-}
-
-/// What an id-stream header names: a model name and, for files, its content hash.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StreamModel {
-    pub name: String,
-    pub sha256: Option<String>,
-}
-
-/// Reads an id-stream header object.
-pub fn parse_stream_header(
-    header: &Map<String, Value>,
-) -> std::result::Result<StreamModel, String> {
-    let name = header
-        .get("model")
-        .and_then(Value::as_str)
-        .ok_or("header has no \"model\" name")?
-        .to_string();
-    let sha256 = match header.get("sha256") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err("header \"sha256\" must be a string".to_string()),
-    };
-    Ok(StreamModel { name, sha256 })
-}
-
-/// True when `source` is the model a stream header names (same built-in, or same file
-/// content).
-pub fn same_model(source: &ModelSource, named: &StreamModel) -> bool {
-    match (source, &named.sha256) {
-        (ModelSource::Builtin(name), None) => *name == named.name,
-        (ModelSource::File { sha256, .. }, Some(hash)) => sha256 == hash,
-        _ => false,
-    }
 }

@@ -1,99 +1,12 @@
-//! What every tool shares at its edge: the common flags, the one buffered (or atomic
-//! `-o`) output, the progress bar, lines on standard error, and the top-level error
-//! handler that maps errors to `TOOL: error: WHERE: WHAT` and exit statuses 0/1/2.
+//! The one output of a tool: standard output through one `BufWriter`, or `-o FILE`
+//! written atomically (a temporary file in the same folder, renamed into place; removed
+//! on failure and on SIGINT, SIGTERM or SIGHUP).
 
-use std::fmt;
 use std::fs;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use crate::error::{Error, Result};
-
-/// `--line-buffered`, for the tools that answer line by line.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct LineBufferedArg {
-    /// Work on each input line as soon as it arrives and write its answer at once, for
-    /// live pipes such as `tail -f FILE | ...`; a terminal always gets this. Slower on
-    /// large inputs
-    #[arg(long = "line-buffered")]
-    pub line_buffered: bool,
-}
-
-/// Flags every tool takes, with the same meaning everywhere.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct CommonArgs {
-    /// Input files; none, or `-`, reads standard input
-    #[arg(value_name = "FILE")]
-    pub files: Vec<PathBuf>,
-
-    /// Write output to FILE atomically (a temporary file in the same folder, then rename)
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    pub output: Option<PathBuf>,
-
-    /// No progress bar
-    #[arg(short = 'q', long = "quiet")]
-    pub quiet: bool,
-
-    /// Read files normally instead of memory-mapping them
-    #[arg(long = "no-mmap")]
-    pub no_mmap: bool,
-}
-
-/// Writes one line to standard error in one write. Standard error is unbuffered, so a
-/// formatted `writeln!` is a write per piece, and the lines of tools running side by side
-/// in a pipeline could interleave mid-line.
-pub fn stderr_line(line: fmt::Arguments<'_>) {
-    let mut text = line.to_string();
-    text.push('\n');
-    let _ = io::stderr().write_all(text.as_bytes());
-}
-
-/// The command line parsed as `A`, or the exit status to end with: 0 after `--help` or
-/// `--version` (printed to standard output), 2 after a usage error. A usage error is
-/// reported in the suite's format, `TOOL: error: WHAT` on its first line, so a script
-/// that looks for `TOOL: error:` finds clap's errors as it finds ours; clap's hints (the
-/// usage line, a tip) follow on the lines below it.
-pub fn parse_args<A: clap::Parser>(tool: &str) -> std::result::Result<A, ExitCode> {
-    A::try_parse().map_err(|err| {
-        use clap::error::ErrorKind;
-        if matches!(
-            err.kind(),
-            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
-        ) {
-            // A closed pipe (`--help | head -n 1`) is not an error either.
-            let _ = err.print();
-            return ExitCode::SUCCESS;
-        }
-        let text = usage_error_text(tool, &err.render().to_string());
-        let _ = io::stderr().write_all(text.as_bytes());
-        ExitCode::from(2)
-    })
-}
-
-/// clap's rendering of a usage error (`error: WHAT`, then hints) with the tool's name
-/// in front: `TOOL: error: WHAT`.
-fn usage_error_text(tool: &str, rendered: &str) -> String {
-    let what = rendered.strip_prefix("error: ").unwrap_or(rendered);
-    let mut text = format!("{tool}: error: {what}");
-    if !text.ends_with('\n') {
-        text.push('\n');
-    }
-    text
-}
-
-/// Runs a tool's body and turns its result into an exit status: 0 on success or on a
-/// closed output pipe, otherwise `TOOL: error: ...` on standard error and 1 or 2.
-pub fn run_main(tool: &str, body: impl FnOnce() -> Result<()>) -> ExitCode {
-    match body() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) if err.is_broken_pipe() => ExitCode::SUCCESS,
-        Err(err) => {
-            stderr_line(format_args!("{tool}: error: {err}"));
-            ExitCode::from(err.exit_code() as u8)
-        }
-    }
-}
 
 /// Where a tool's data goes: standard output through one `BufWriter`, or a temporary
 /// file beside `-o FILE` that `finish` renames into place. Dropping an unfinished
@@ -337,41 +250,4 @@ fn lock_pending() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
     PENDING
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// A progress bar on standard error, only when it is a terminal and not `--quiet`.
-pub fn progress_bar(quiet: bool, total: u64, what: &str) -> Option<indicatif::ProgressBar> {
-    if quiet || !io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = indicatif::ProgressBar::new(total);
-    let style = indicatif::ProgressStyle::with_template(
-        "{prefix} [{bar:40}] {pos}/{len} {per_sec} eta {eta}",
-    )
-    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-    .progress_chars("=> ");
-    bar.set_style(style);
-    bar.set_prefix(what.to_string());
-    Some(bar)
-}
-
-/// `-j/--threads N`, for the tools whose work runs on several cores.
-#[derive(Debug, Clone, Copy, Default, clap::Args)]
-pub struct ThreadsArg {
-    /// Worker threads (0: all cores)
-    #[arg(short = 'j', long = "threads", value_name = "N", default_value_t = 0)]
-    pub threads: usize,
-}
-
-impl ThreadsArg {
-    /// The number of worker threads: the value given, or all cores for 0.
-    pub fn count(self) -> usize {
-        if self.threads > 0 {
-            self.threads
-        } else {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        }
-    }
 }

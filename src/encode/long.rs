@@ -1,0 +1,260 @@
+//! BPE of long sequences: model files' in pieces mended where they meet (exact, see
+//! [`Encoder::compatible`]), and the general case as a linked list with a merge queue.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::short::{linked_bytes, push_linked};
+use super::tables::{byte_pair, PairCache};
+use super::{Encoder, Scratch, MEND_MAX, NONE};
+
+/// The min-queue of `merge id << 32 | position` keys for long sequences: a radix heap
+/// while keys come in monotone order — true of model files (a merge only creates
+/// pairs with higher ids) and of trained rank tables — else a binary heap.
+///
+/// Measured on 1 MB of random letters with o200k_base: the binary heap alone spent
+/// most of ~1.6 s CPU in sift-downs over a million entries; the radix heap's buckets
+/// are scanned sequentially.
+#[derive(Default)]
+pub(super) struct MergeQueue {
+    pub(super) buckets: Vec<Vec<u64>>,
+    pub(super) last: u64,
+    pub(super) len: usize,
+    pub(super) monotone: bool,
+    pub(super) fallback: BinaryHeap<Reverse<u64>>,
+}
+
+impl MergeQueue {
+    pub(super) fn reset(&mut self) {
+        self.buckets.resize_with(65, Vec::new);
+        for b in &mut self.buckets {
+            b.clear();
+        }
+        self.last = 0;
+        self.len = 0;
+        self.monotone = true;
+        self.fallback.clear();
+    }
+
+    #[inline]
+    pub(super) fn bucket(x: u64) -> usize {
+        (64 - x.leading_zeros()) as usize
+    }
+
+    #[inline]
+    pub(super) fn push(&mut self, key: u64) {
+        if self.monotone {
+            if key >= self.last {
+                self.buckets[Self::bucket(key ^ self.last)].push(key);
+                self.len += 1;
+                return;
+            }
+            self.monotone = false;
+            for b in &mut self.buckets {
+                self.fallback.extend(b.drain(..).map(Reverse));
+            }
+            self.len = 0;
+        }
+        self.fallback.push(Reverse(key));
+    }
+
+    #[inline]
+    pub(super) fn pop(&mut self) -> Option<u64> {
+        if !self.monotone {
+            return self.fallback.pop().map(|Reverse(k)| k);
+        }
+        if self.len == 0 {
+            return None;
+        }
+        if self.buckets[0].is_empty() {
+            let i = (1..self.buckets.len()).find(|&i| !self.buckets[i].is_empty())?;
+            let mut items = std::mem::take(&mut self.buckets[i]);
+            let min = items.iter().copied().min()?;
+            self.last = min;
+            // Every item shares the bits above bucket i with `min`, so each lands in a
+            // lower bucket; bucket i stays empty and gets its allocation back.
+            for &k in &items {
+                self.buckets[Self::bucket(k ^ min)].push(k);
+            }
+            items.clear();
+            self.buckets[i] = items;
+        }
+        self.len -= 1;
+        self.buckets[0].pop()
+    }
+}
+
+impl Encoder<'_> {
+    /// BPE over a long sequence in pieces of `piece_len` bytes, each encoded on its own
+    /// (a short scan instead of one over the whole sequence), then mended where each
+    /// meets the ids before it ([`Encoder::mend`]), so that the result is exactly the
+    /// whole sequence's. Should mending need too wide a window (long runs of one byte
+    /// can), the sequence is encoded whole instead.
+    pub(super) fn bpe_pieces(&self, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
+        let first = out.len();
+        let mut window = std::mem::take(&mut scratch.window);
+        let mut at = 0;
+        while at < bytes.len() {
+            let mut end = (at + self.piece_len).min(bytes.len());
+            if bytes.len() - end < self.piece_len / 2 {
+                end = bytes.len();
+            }
+            let cut = out.len();
+            self.bpe_one(scratch, &bytes[at..end], out);
+            if at > 0 && !self.mend(scratch, &mut window, bytes, at, first, cut, out) {
+                out.truncate(first);
+                self.bpe_one(scratch, bytes, out);
+                break;
+            }
+            at = end;
+        }
+        scratch.window = window;
+    }
+
+    /// Given `out[first..cut]`, the ids of `bytes[..at]`, followed by the ids of the
+    /// piece that starts at byte `at`, makes `out[first..]` the ids of the whole run of
+    /// bytes: where the two ids that meet at the cut are [`compatible`](Self::compatible)
+    /// nothing changes; otherwise a window of ids around the cut is encoded again from
+    /// its bytes, and put in when its ends are compatible with the ids beside it
+    /// (widened until they are). False when the window would pass [`MEND_MAX`] bytes.
+    ///
+    /// Why this is exact: a sequence of tokens is the BPE of its bytes exactly when each
+    /// token is its own BPE and every two neighbours are (see `compatible`). Each side of
+    /// the cut is the BPE of its bytes, so only the pairs the window touches can fail.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn mend(
+        &self,
+        scratch: &mut Scratch,
+        window: &mut Vec<u32>,
+        bytes: &[u8],
+        at: usize,
+        first: usize,
+        cut: usize,
+        out: &mut Vec<u32>,
+    ) -> bool {
+        if self.compatible(&mut scratch.pairs, out[cut - 1], out[cut]) {
+            return true;
+        }
+        let offsets = &self.model.token_offsets;
+        let len = |id: u32| (offsets[id as usize + 1] - offsets[id as usize]) as usize;
+        let mut reach = 2;
+        loop {
+            let lo = cut.saturating_sub(reach).max(first);
+            let hi = (cut + reach).min(out.len());
+            let start = at - out[lo..cut].iter().map(|&id| len(id)).sum::<usize>();
+            let end = at + out[cut..hi].iter().map(|&id| len(id)).sum::<usize>();
+            if end - start > MEND_MAX {
+                return false;
+            }
+            window.clear();
+            self.bpe_one(scratch, &bytes[start..end], window);
+            let left_ok =
+                lo == first || self.compatible(&mut scratch.pairs, out[lo - 1], window[0]);
+            let right_ok = hi == out.len()
+                || self.compatible(&mut scratch.pairs, window[window.len() - 1], out[hi]);
+            if left_ok && right_ok {
+                out.splice(lo..hi, window.iter().copied());
+                return true;
+            }
+            reach *= 2;
+        }
+    }
+
+    /// Whether the BPE of token `a`'s bytes followed by token `b`'s is `[a, b]`, for
+    /// tokens that are each their own BPE (every token of a BPE result is).
+    ///
+    /// With a model file's ids, merges happen in id order, and while no merge joins the
+    /// two sides each side goes through the merges that build its token, in the same
+    /// order as alone. The token at the left side's right end is, in turn, the bytes
+    /// and tokens down `a`'s right edge (`a`, its right part, that one's right part,
+    /// ...), each from the merge that made it until the merge that takes it into the
+    /// next; likewise down `b`'s left edge. A merge joins the sides exactly when some
+    /// such `x` and `y`, present at the same time, form a pair whose merge id comes
+    /// before `x` is taken away and no later than `y` is: the one tie, `y` taken by a
+    /// merge of the very same pair to its right (`x`, `y` and the next one the same
+    /// token, as in a run of spaces), goes to the leftmost, which joins the sides.
+    /// Walking both edges from the top, always down the side whose current token was
+    /// made later, visits every `x`, `y` present together: at most the two edges'
+    /// lengths of pair lookups. The same argument, token by token, gives the rule
+    /// [`Encoder::mend`] rests on: tokens that are each their own BPE, every two
+    /// neighbours compatible, are the BPE of their bytes (a first merge across any
+    /// boundary would be one across that boundary alone), and conversely.
+    pub(super) fn compatible(&self, cache: &mut PairCache, a: u32, b: u32) -> bool {
+        let merges = &self.model.merges;
+        let (mut x, mut y) = (a, b);
+        let (mut x_until, mut y_until) = (NONE, NONE);
+        loop {
+            let m = self.pair(cache, x, y);
+            if m != NONE && m < x_until && m <= y_until {
+                return false;
+            }
+            if x < 256 && y < 256 {
+                return true;
+            }
+            if x >= y {
+                x_until = x;
+                x = merges[x as usize - 256].1;
+            } else {
+                y_until = y;
+                y = merges[y as usize - 256].0;
+            }
+        }
+    }
+
+    pub(super) fn bpe_heap(&self, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
+        let base = &self.model.base_id_of_byte;
+        let Scratch {
+            ids: tok,
+            ranks: rank,
+            next,
+            prev,
+            queue,
+            pairs,
+            ..
+        } = scratch;
+        linked_bytes(bytes, base, tok, next, prev);
+        rank.clear();
+        rank.extend(bytes.windows(2).map(|w| self.byte_pairs[byte_pair(w)]));
+        rank.push(NONE);
+        queue.reset();
+        for (i, &r) in rank.iter().enumerate() {
+            if r != NONE {
+                queue.push(u64::from(r) << 32 | i as u64);
+            }
+        }
+        while let Some(key) = queue.pop() {
+            let r = (key >> 32) as u32;
+            let i = key as u32 as usize;
+            // Stale entries: the pair at `i` changed (or `i` died) since the push. A
+            // pair's id never repeats at a position: its bytes only grow.
+            if rank[i] != r {
+                continue;
+            }
+            let j = next[i] as usize;
+            tok[i] = r;
+            let k = next[j];
+            next[i] = k;
+            rank[j] = NONE;
+            if k != NONE {
+                prev[k as usize] = i as u32;
+                let nr = self.pair(pairs, r, tok[k as usize]);
+                rank[i] = nr;
+                if nr != NONE {
+                    queue.push(u64::from(nr) << 32 | i as u64);
+                }
+            } else {
+                rank[i] = NONE;
+            }
+            let p = prev[i];
+            if p != NONE {
+                let p = p as usize;
+                let nr = self.pair(pairs, tok[p], r);
+                rank[p] = nr;
+                if nr != NONE {
+                    queue.push(u64::from(nr) << 32 | p as u64);
+                }
+            }
+        }
+        push_linked(tok, next, out);
+    }
+}

@@ -1,0 +1,586 @@
+//! The BPE encoder: text bytes to token ids, exactly as the seed's `encode` (and, for
+//! rank tables, exactly as tiktoken), one record at a time or spread over threads.
+//!
+//! Semantics. Within one sequence the adjacent pair with the lowest merge id is merged,
+//! leftmost first, until no adjacent pair has a merge. For model files this equals the
+//! seed's "merge every occurrence of the lowest pair, left to right" (a merge only
+//! creates pairs with higher ids, and never recreates the pair it consumed); for
+//! tiktoken rank tables, whose `merge_ids` hold every two-token split of every token,
+//! it is tiktoken's `byte_pair_merge`, including its shortcut that a piece which is
+//! itself a token is emitted whole. With a split pattern each chunk is its own
+//! sequence. Allowed special tokens are found first (leftmost, longest at a position)
+//! and cut the text into segments that are split and encoded separately, as tiktoken
+//! does; special tokens that are not allowed are ordinary text.
+//!
+//! Performance notes:
+//! - Chunks of a split pattern of up to [`TINY`] bytes (most of them) use two small
+//!   arrays and a scalar scan: any set-up costs more than it saves there (measured:
+//!   the packed scan below made o200k_base encoding ~8% slower when used for them).
+//!   Short `--split none` records take the packed scan (with the 32k model, one
+//!   thread: 1.12-1.19 s vs 1.15-1.22 s CPU through the scalar one).
+//! - Sequences of up to [`SHORT`] bytes (nearly every text line) keep one u32 key
+//!   `merge id << bits | position` per live pair and take the vectorized minimum of
+//!   all keys before each merge: the lowest merge id at its leftmost position, with no
+//!   branchy search; the sequence is a linked list, so a merge moves no memory.
+//!   Measured on the 27 MB benchmark text with a 32k `--split none` model, one thread:
+//!   2.3 s with a scalar scan below 64 bytes, 1.8 s with a vectorized scan to 256,
+//!   1.37 s with packed keys to 1024. Longer sequences use the linked list plus a radix
+//!   heap keyed by `(merge id, position)` with lazy deletion ([`MergeQueue`], a binary
+//!   heap when ids are not monotone), O(n log n): 1 MB of one repeated byte, or of
+//!   random letters, stays under a second.
+//! - With a model file, sequences of more than 512 bytes are cut into pieces of
+//!   [`PIECE_LEN`] bytes, each encoded by the scan, and mended where two pieces meet
+//!   ([`Encoder::bpe_pieces`]; exact, see [`Encoder::compatible`]): the heap ran at
+//!   4-10 MB/s on such sequences (cache misses on long lists). One thread, 32k
+//!   `--split none` model, whole command (CPU s, old against new): the 27 MB text as
+//!   one `--whole` record 9.36 -> 1.77 (and 5.83 -> 1.09 s wall on both cores), lines
+//!   of 128 KB 1.08-1.23 -> 0.41-0.45, lines of 2 KB 0.81-1.13 -> 0.51-0.53; its text
+//!   lines (few longer than 512 bytes) the same, 1.34-1.36 against 1.35-1.37.
+//! - The first round of pairs comes from a 64K table of byte pairs; later pairs from a
+//!   flat table of 8-byte slots (models of up to 128K pairs: 512 KB for a 32k model,
+//!   L2-resident) behind a one-hash Bloom filter (most pairs a merge creates are no
+//!   merge; the filter answers 15 in 16 of those from 64 KB: one thread, 32k model,
+//!   27 MB of lines, 1.13 s against 1.30 s without it, means of 4 alternated runs), or a
+//!   per-thread pair cache before the model's map.
+//! - Caching whole `--split none` lines of up to 128 bytes, as split chunks are cached
+//!   (13% of the benchmark text's bytes are in repeated lines), made that run slower:
+//!   1.22 s against 1.10 s (means of 4 alternated runs). Not kept.
+//! - Split models keep a per-thread chunk -> ids cache (words repeat: 4.9M chunks but
+//!   448k distinct in the 27 MB benchmark text, hence [`CACHE_ENTRIES`] = 512K).
+//! - Caches live in a pool inside the [`Encoder`], so it is `Sync` and each thread
+//!   borrows one for a batch; a cache is cleared when it reaches [`CACHE_ENTRIES`].
+//! - `--whole` input is cut only where the result cannot change: for `--split none`
+//!   between two bytes that no token contains side by side; with a split pattern where
+//!   the splitter says the chunks stay the same (`Splitter::find_safe_cut`).
+//! - Where the 32k one-thread time goes (2026-12-01): 20.2 M merges for 26.4 M bytes,
+//!   ~56 ns each; the scan reads 170 keys per merge on average, most of them in the
+//!   13% of the text that is lines of 256-1024 bytes (17 MB/s there, 26 MB/s on the
+//!   shorter lines). Tried that day and dropped (CPU s of the whole command, alternated
+//!   runs, old against new): two records' scans interleaved, one merge of each in turn,
+//!   so that their dependency chains overlap: 1.18-1.31 against 1.12-1.30 (no gain: the
+//!   loop is not waiting on its own latency); the pair table as 8-slot cache-line
+//!   buckets matched without branches, no Bloom filter: 1.32-1.40 against 1.13-1.22;
+//!   the scan only to 512 bytes, the heap beyond: 1.20-1.45 against 1.11-1.33; the merge
+//!   loop as a function of its own over slices (so the table's fields are not reloaded
+//!   after each store), on the lines of up to 256 bytes: 0.88-1.09 against 0.88-1.01;
+//!   moving the live tokens down to drop whole blocks of keys as the sequence shrinks
+//!   (in process, best of 6: 1.027 against 1.028 s; 2 KB lines 0.340 against 0.312: the
+//!   move chases the list, and a block of keys costs the scan only a few cycles); each
+//!   key written as its whole 64-byte block, so that the next scan's loads could take
+//!   it from the store: 1.64-2.01 against 1.19-1.46.
+
+mod long;
+mod short;
+mod tables;
+mod whole;
+
+use ahash::AHashMap;
+
+use crate::error::{Error, Result};
+use crate::model::{BpeModel, ModelSource};
+use crate::parallel::Pool;
+use crate::pretokenize::Splitter;
+use long::MergeQueue;
+use tables::{
+    byte_pair, hash_bytes, ChunkCache, FlatPairs, PairCache, FLAT_PAIRS_MAX, PAIR_CACHE_BITS,
+};
+use whole::CutRule;
+
+/// Which special tokens are recognised in the text (tiktoken's `allowed_special`).
+/// Those not allowed are encoded as ordinary text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowedSpecial {
+    /// No special token is recognised.
+    None,
+    /// Every special token of the model is recognised.
+    All,
+    /// Only these (each must be a special token of the model).
+    Some(Vec<String>),
+}
+
+/// Sequences of at most this many bytes use the flat scan rather than the heap
+/// (positions fit in the 8 low bits of the scan's keys; measured with a 32k
+/// `--split none` model on text lines: the scan wins up to here).
+const SHORT: usize = 1 << SHORT_BITS;
+const SHORT_BITS: u32 = 10;
+/// Sequences longer than twice this are encoded in pieces of this many bytes
+/// ([`Encoder::bpe_pieces`]). Measured in process, one thread, 32k `--split none`
+/// model, best of 5 (pieces of P bytes for sequences over 2P, against none): 27 MB of
+/// text lines 0.967 s at P = 256 (64: 1.012, 96: 0.990, 128: 0.978; none: 1.003);
+/// 2 KB lines 0.304 s (64: 0.357, 128: 0.317; none: 0.740); 128 KB lines 0.313 s
+/// (64: 0.367, 128: 0.319; none: 0.934). Small pieces meet more cuts to mend.
+const PIECE_LEN: usize = 256;
+/// The widest window [`Encoder::mend`] encodes again before giving the sequence to the
+/// whole-sequence encoder.
+const MEND_MAX: usize = 1024;
+/// Chunks of a split pattern of at most this many bytes take [`Encoder::bpe_tiny`].
+const TINY: usize = 32;
+/// Chunks longer than this are not cached (they rarely repeat).
+const CACHE_MAX_CHUNK: usize = 128;
+/// A cache that reaches this many entries is cleared (bounds memory per thread).
+const CACHE_ENTRIES: usize = 1 << 19;
+/// `--whole` input is cut into pieces of about this size for parallel work.
+const PIECE: usize = 1 << 20;
+/// How far past a target cut position we look for a safe cut.
+const CUT_SEARCH: usize = 1 << 16;
+/// No merge.
+const NONE: u32 = u32::MAX;
+
+/// Per-thread working memory: the chunk cache and reusable buffers.
+#[derive(Default)]
+struct Scratch {
+    cache: ChunkCache,
+    ids: Vec<u32>,
+    ranks: Vec<u32>,
+    next: Vec<u32>,
+    prev: Vec<u32>,
+    queue: MergeQueue,
+    pairs: PairCache,
+    /// The ids of a window re-encoded where two pieces meet.
+    window: Vec<u32>,
+}
+
+/// Encodes text with one model. Cheap to share across threads (`Sync`).
+pub struct Encoder<'m> {
+    model: &'m BpeModel,
+    splitter: Option<Splitter>,
+    /// Allowed special tokens: (text, id), longest first.
+    specials: Vec<(Vec<u8>, u32)>,
+    /// `special_start[b]`: some allowed special starts with byte `b`.
+    special_start: Box<[bool; 256]>,
+    /// Rank tables only: token bytes -> id (tiktoken emits a piece that is a token whole).
+    whole: Option<Box<AHashMap<&'m [u8], u32>>>,
+    /// Built when a `--whole` text is first cut ([`CutRule::of`]): line records never are.
+    cut: std::sync::OnceLock<CutRule>,
+    /// Merge id of every two base ids, by their bytes (`x << 8 | y`): the first round of
+    /// every BPE without touching the large table.
+    byte_pairs: Box<[u32]>,
+    /// For models with few pairs (trained vocabularies): pair -> id, open addressing.
+    flat_pairs: Option<FlatPairs<'m>>,
+    /// Sequences up to this length take the scan ([`Encoder::bpe_scan`]): [`SHORT`]
+    /// when every id fits beside a position in a u32 key, shorter for huge
+    /// vocabularies.
+    scan_max: usize,
+    /// Bits of the position in a scan key.
+    scan_shift: u32,
+    /// Model files only (ids above their pair's members, one pair per id): sequences
+    /// longer than `2 * piece_len` bytes are encoded in pieces of `piece_len` bytes,
+    /// mended where pieces meet ([`Encoder::bpe_pieces`]); 0 when not.
+    piece_len: usize,
+    pool: Pool<Scratch>,
+}
+
+impl<'m> Encoder<'m> {
+    /// An encoder for `model` recognising the `allowed` special tokens; naming a special
+    /// token the model does not have is a usage error.
+    pub fn new(model: &'m BpeModel, allowed: &AllowedSpecial) -> Result<Encoder<'m>> {
+        let mut specials: Vec<(Vec<u8>, u32)> = match allowed {
+            AllowedSpecial::None => Vec::new(),
+            AllowedSpecial::All => model
+                .specials
+                .iter()
+                .map(|s| (s.text.as_bytes().to_vec(), s.id))
+                .collect(),
+            AllowedSpecial::Some(names) => {
+                let mut v = Vec::with_capacity(names.len());
+                for name in names {
+                    let Some(s) = model.specials.iter().find(|s| &s.text == name) else {
+                        let known: Vec<&str> =
+                            model.specials.iter().map(|s| s.text.as_str()).collect();
+                        return Err(Error::usage(if known.is_empty() {
+                            format!("unknown special token {name:?}: the model has none")
+                        } else {
+                            format!(
+                                "unknown special token {name:?} (the model has {})",
+                                known.join(", ")
+                            )
+                        }));
+                    };
+                    v.push((s.text.as_bytes().to_vec(), s.id));
+                }
+                v
+            }
+        };
+        specials.retain(|(text, _)| !text.is_empty());
+        // Longest first, so the first one matching at a position is the longest.
+        specials.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+        specials.dedup();
+        let mut special_start = Box::new([false; 256]);
+        for (text, _) in &specials {
+            special_start[text[0] as usize] = true;
+        }
+
+        let splitter = match &model.split {
+            Some(spec) => Some(Splitter::new(spec)?),
+            None => None,
+        };
+        // The built-in vocabularies need no whole-token map: BPE turns every one of
+        // their tokens into itself (tests/tiktoken_goldens.rs checks all of them), and
+        // the map would cost ~10 ms of start-up.
+        let builtin = matches!(model.source, ModelSource::Builtin(name)
+            if crate::model::BUILTINS.contains(&name));
+        let rank_table = model.merges.is_empty() && !builtin;
+        let whole = rank_table.then(|| {
+            let mut map = AHashMap::with_capacity(model.token_offsets.len());
+            for id in 0..model.token_offsets.len().saturating_sub(1) {
+                let (s, e) = (
+                    model.token_offsets[id] as usize,
+                    model.token_offsets[id + 1] as usize,
+                );
+                if e > s {
+                    map.insert(&model.token_bytes[s..e], id as u32);
+                }
+            }
+            Box::new(map)
+        });
+        // Every two-byte token is the merge of its two base ids (merges never repeat a
+        // pair, and rank tables list every split), so the token table gives them all.
+        let mut byte_pairs = vec![NONE; 1 << 16].into_boxed_slice();
+        for id in 0..model.token_offsets.len().saturating_sub(1) {
+            let (s, e) = (
+                model.token_offsets[id] as usize,
+                model.token_offsets[id + 1] as usize,
+            );
+            if e == s + 2 {
+                let pair = (
+                    model.base_id_of_byte[model.token_bytes[s] as usize],
+                    model.base_id_of_byte[model.token_bytes[s + 1] as usize],
+                );
+                if model.merge_ids.id(pair.0, pair.1) == Some(id as u32) {
+                    byte_pairs[byte_pair(&model.token_bytes[s..e])] = id as u32;
+                }
+            }
+        }
+        let flat_pairs = (model.merge_ids.count() <= FLAT_PAIRS_MAX)
+            .then(|| FlatPairs::new(&model.merge_ids))
+            .flatten();
+        // Keys must stay below NONE: (vocab - 1) << shift | position < u32::MAX.
+        let vocab = model.vocab_size() as u64;
+        let (scan_max, scan_shift) = [SHORT_BITS, 8, 6]
+            .into_iter()
+            .find(|&bits| vocab < (1u64 << (32 - bits)) - 1)
+            .map_or((0, 0), |bits| ((1usize << bits).min(SHORT), bits));
+        // The piecewise encoding rests on a model file's order: every id above its pair's
+        // members and one pair per id, so merges happen in id order (see `compatible`).
+        let piece_len = if !rank_table && !builtin && model.merge_ids.count() == model.merges.len()
+        {
+            PIECE_LEN.min(scan_max)
+        } else {
+            0
+        };
+        Ok(Encoder {
+            model,
+            scan_max,
+            scan_shift,
+            piece_len,
+            byte_pairs,
+            flat_pairs,
+            splitter,
+            specials,
+            special_start,
+            whole,
+            cut: std::sync::OnceLock::new(),
+            pool: Pool::default(),
+        })
+    }
+
+    /// The model this encoder uses.
+    pub fn model(&self) -> &'m BpeModel {
+        self.model
+    }
+
+    /// Encodes one record, appending its ids to `out`.
+    pub fn encode(&self, text: &[u8], out: &mut Vec<u32>) {
+        let mut scratch = self.take_scratch();
+        self.encode_with(&mut scratch, text, out);
+        self.put_scratch(scratch);
+    }
+
+    /// Appends the ids of each record to `ids`, and after each record the length of
+    /// `ids` to `ends`.
+    pub fn encode_records(&self, records: &[&[u8]], ids: &mut Vec<u32>, ends: &mut Vec<usize>) {
+        let mut scratch = self.take_scratch();
+        for record in records {
+            self.encode_with(&mut scratch, record, ids);
+            ends.push(ids.len());
+        }
+        self.put_scratch(scratch);
+    }
+
+    fn take_scratch(&self) -> Scratch {
+        self.pool.take()
+    }
+
+    fn put_scratch(&self, scratch: Scratch) {
+        self.pool.put(scratch);
+    }
+
+    /// Encodes one record with the given working memory.
+    fn encode_with(&self, scratch: &mut Scratch, text: &[u8], out: &mut Vec<u32>) {
+        if self.specials.is_empty() {
+            self.encode_ordinary(scratch, text, out);
+            return;
+        }
+        let mut start = 0;
+        while let Some((at, len, id)) = self.find_special(text, start) {
+            self.encode_ordinary(scratch, &text[start..at], out);
+            out.push(id);
+            start = at + len;
+        }
+        self.encode_ordinary(scratch, &text[start..], out);
+    }
+
+    /// The leftmost allowed special token at or after `from`, longest at its position:
+    /// (position, length, id).
+    fn find_special(&self, text: &[u8], from: usize) -> Option<(usize, usize, u32)> {
+        let mut pos = from;
+        while pos < text.len() {
+            let rest = &text[pos..];
+            let offset = rest.iter().position(|&b| self.special_start[b as usize])?;
+            let at = pos + offset;
+            for (s, id) in &self.specials {
+                if text[at..].starts_with(s) {
+                    return Some((at, s.len(), *id));
+                }
+            }
+            pos = at + 1;
+        }
+        None
+    }
+
+    /// Encodes text that contains no allowed special token.
+    fn encode_ordinary(&self, scratch: &mut Scratch, text: &[u8], out: &mut Vec<u32>) {
+        if text.is_empty() {
+            return;
+        }
+        match &self.splitter {
+            Some(splitter) => splitter.split(text, &mut |chunk: &[u8]| {
+                self.encode_chunk(scratch, chunk, out);
+            }),
+            None => self.encode_sequence(scratch, text, out),
+        }
+    }
+
+    /// One chunk of a split model: single bytes directly, then the cache, then (on a
+    /// miss) tiktoken's whole-token rule and BPE.
+    fn encode_chunk(&self, scratch: &mut Scratch, chunk: &[u8], out: &mut Vec<u32>) {
+        if chunk.len() == 1 {
+            out.push(self.model.base_id_of_byte[chunk[0] as usize]);
+            return;
+        }
+        if chunk.len() > CACHE_MAX_CHUNK {
+            self.encode_sequence(scratch, chunk, out);
+            return;
+        }
+        let hash = hash_bytes(chunk);
+        if scratch.cache.get(hash, chunk, out) {
+            return;
+        }
+        let start = out.len();
+        self.encode_sequence(scratch, chunk, out);
+        scratch.cache.insert(hash, chunk, &out[start..]);
+    }
+
+    /// One whole sequence (no split pattern), with tiktoken's whole-token shortcut for
+    /// rank tables.
+    fn encode_sequence(&self, scratch: &mut Scratch, text: &[u8], out: &mut Vec<u32>) {
+        if let Some(whole) = &self.whole {
+            if let Some(&id) = whole.get(text) {
+                out.push(id);
+                return;
+            }
+        }
+        self.bpe(scratch, text, out);
+    }
+
+    /// The merge id of `(a, b)`, or [`NONE`]: from the encoder's flat table for models
+    /// of up to [`FLAT_PAIRS_MAX`] pairs, else first the thread's small pair cache, then
+    /// the model's map (whose random accesses dominate BPE on chunk-cache misses).
+    #[inline(always)]
+    fn pair(&self, cache: &mut PairCache, a: u32, b: u32) -> u32 {
+        if let Some(table) = &self.flat_pairs {
+            return table.get(a, b);
+        }
+        let key = u64::from(a) << 32 | u64::from(b);
+        let slot = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - PAIR_CACHE_BITS)) as usize;
+        if cache.keys[slot] == key {
+            return cache.ids[slot];
+        }
+        let id = self.model.merge_ids.id(a, b).unwrap_or(NONE);
+        cache.keys[slot] = key;
+        cache.ids[slot] = id;
+        id
+    }
+
+    /// BPE over `bytes`: merge the lowest-id adjacent pair, leftmost first, until none
+    /// is left; appends the ids.
+    fn bpe(&self, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
+        match bytes.len() {
+            0 => {}
+            1 => out.push(self.model.base_id_of_byte[bytes[0] as usize]),
+            n if n <= TINY && self.splitter.is_some() => self.bpe_tiny(scratch, bytes, out),
+            n if self.piece_len > 0 && n > 2 * self.piece_len => {
+                self.bpe_pieces(scratch, bytes, out)
+            }
+            _ => self.bpe_one(scratch, bytes, out),
+        }
+    }
+
+    /// The same encoder with pieces of `piece_len` bytes for long sequences (see
+    /// [`Encoder::bpe_pieces`]; 0: none), where the model allows them: for tests, which
+    /// use tiny pieces to meet many cuts, and for tuning. The ids never change.
+    pub fn with_piece_len(mut self, piece_len: usize) -> Encoder<'m> {
+        if self.piece_len > 0 {
+            self.piece_len = piece_len.clamp(1, self.scan_max.max(1));
+        }
+        self
+    }
+
+    /// BPE over `bytes` as one sequence: the scan or the heap.
+    fn bpe_one(&self, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
+        match bytes.len() {
+            0 => {}
+            1 => out.push(self.model.base_id_of_byte[bytes[0] as usize]),
+            n if n <= self.scan_max => self.bpe_scan(scratch, bytes, out),
+            _ => self.bpe_heap(scratch, bytes, out),
+        }
+    }
+}
+
+/// Encodes each record (in order) over `threads` threads; the result is what
+/// [`Encoder::encode`] gives for each record.
+pub fn encode_batch(enc: &Encoder, records: &[&[u8]], threads: usize) -> Vec<Vec<u32>> {
+    let mut results = Vec::with_capacity(records.len());
+    for block in encode_blocks(enc, records, threads) {
+        results.extend(block.records().map(<[u32]>::to_vec));
+    }
+    results
+}
+
+/// The ids of consecutive records, all in one vector: record `k` is
+/// `ids[ends[k - 1]..ends[k]]` (from 0 for the first).
+#[derive(Default)]
+pub struct IdBlock {
+    pub ids: Vec<u32>,
+    pub ends: Vec<usize>,
+}
+
+impl IdBlock {
+    /// Each record's ids, in order.
+    pub fn records(&self) -> impl Iterator<Item = &[u32]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(s, &e)| &self.ids[s..e])
+    }
+}
+
+/// Encodes `records` over `threads` threads into blocks of consecutive records, in
+/// order: one vector of ids per block rather than one per record (whose allocation and
+/// growth were a visible share of encoding short lines).
+pub fn encode_blocks(enc: &Encoder, records: &[&[u8]], threads: usize) -> Vec<IdBlock> {
+    let threads = threads.max(1).min(records.len().max(1));
+    // Blocks handed out on demand keep both threads busy when record lengths vary.
+    let block = if threads == 1 {
+        records.len().max(1)
+    } else {
+        (records.len() / (threads * 8)).clamp(1, 256)
+    };
+    let mut blocks: Vec<IdBlock> = (0..records.len().div_ceil(block))
+        .map(|_| IdBlock::default())
+        .collect();
+    let work = blocks.iter_mut().zip(records.chunks(block));
+    let encode_block = |(out, recs): (&mut IdBlock, &[&[u8]])| {
+        enc.encode_records(recs, &mut out.ids, &mut out.ends)
+    };
+    if threads == 1 {
+        work.for_each(encode_block);
+    } else {
+        crate::parallel::on_demand(threads, work, || (), |_, item| encode_block(item), |_| ());
+    }
+    blocks
+}
+
+/// Convenience for callers that do not keep an [`Encoder`]: the ids of `text`.
+pub fn encode(model: &BpeModel, allowed: &AllowedSpecial, text: &[u8]) -> Result<Vec<u32>> {
+    let enc = Encoder::new(model, allowed)?;
+    let mut out = Vec::new();
+    enc.encode(text, &mut out);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    use super::*;
+    use crate::model::{identity_bytes, ModelSource};
+
+    /// The radix queue pops what a plain binary min-heap pops, pushes and pops
+    /// interleaved as the encoder does them (each push at or above the last pop while
+    /// monotone; in some cases, now and then a smaller key, which moves everything to
+    /// the fallback heap), with few and many items, narrow and wide key spreads.
+    #[test]
+    fn merge_queue_pops_like_a_binary_heap() {
+        let mut below = crate::test_rng::below_u64(0x2545_F491_4F6C_DD1D);
+        let mut queue = MergeQueue::default();
+        for case in 0..24u64 {
+            queue.reset();
+            let mut naive = BinaryHeap::new();
+            let items = [10, 1000, 70_000, 200_000][(case % 4) as usize];
+            let spread = [1 << 3, 1 << 20, 1 << 40][(case % 3) as usize];
+            let breaks_monotone = case % 5 == 4;
+            for _ in 0..items {
+                let key = below(spread);
+                queue.push(key);
+                naive.push(Reverse(key));
+            }
+            while let Some(Reverse(last)) = naive.pop() {
+                assert_eq!(queue.pop(), Some(last), "case {case}");
+                if below(3) == 0 {
+                    let key = if breaks_monotone && below(50) == 0 {
+                        below(spread)
+                    } else {
+                        last + below(spread)
+                    };
+                    queue.push(key);
+                    naive.push(Reverse(key));
+                }
+            }
+            assert_eq!(queue.pop(), None, "case {case}");
+        }
+    }
+
+    /// The cut rule's byte pairs from the merges alone equal those read from every
+    /// token's bytes, on random merge lists (tiny alphabets, long tokens) over the
+    /// identity and a permuted byte order.
+    #[test]
+    fn byte_pairs_from_merges_equal_those_inside_tokens() {
+        let mut below = crate::test_rng::below_usize(0x9E37_79B9_7F4A_7C15);
+        for case in 0..300 {
+            let alphabet: Vec<u32> = (0..1 + below(if case % 2 == 0 { 3 } else { 256 }))
+                .map(|_| below(256) as u32)
+                .collect();
+            let mut ids = alphabet.clone();
+            let mut merges = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            for _ in 0..below(400) {
+                let pair = (ids[below(ids.len())], ids[below(ids.len())]);
+                if seen.insert(pair) {
+                    merges.push(pair);
+                    ids.push(255 + merges.len() as u32);
+                }
+            }
+            let mut base = identity_bytes();
+            if case % 3 == 0 {
+                base.reverse();
+            }
+            let model =
+                BpeModel::from_merges(ModelSource::Builtin("test"), None, vec![], base, merges);
+            assert_eq!(
+                CutRule::pairs_where_merges_meet(&model),
+                CutRule::pairs_inside_tokens(&model),
+                "case {case}"
+            );
+        }
+    }
+}

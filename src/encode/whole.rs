@@ -1,0 +1,197 @@
+//! One long record (`--whole`) cut where the result cannot change, so that its pieces
+//! encode on several threads and stream out in order with bounded memory.
+
+use super::{Encoder, Scratch, CUT_SEARCH, PIECE};
+use crate::model::BpeModel;
+
+/// Where the encoder may cut a `--whole` text for parallel work.
+pub(super) enum CutRule {
+    /// `--split none`: between bytes `x`, `y` when no token contains `x y`.
+    /// Bit `x * 256 + y` is set when some token does.
+    BytePairs(Box<[u64; 1024]>),
+    /// A split pattern: where the splitter says cutting changes no chunk (the preset
+    /// patterns have such places; custom ones none).
+    Splitter,
+}
+
+impl CutRule {
+    /// The rule for `model`'s `--whole` texts.
+    pub(super) fn of(model: &BpeModel) -> CutRule {
+        match model.split {
+            Some(_) => CutRule::Splitter,
+            None if !model.merges.is_empty()
+                && model.token_offsets.len() == 257 + model.merges.len() =>
+            {
+                CutRule::BytePairs(Self::pairs_where_merges_meet(model))
+            }
+            None => CutRule::BytePairs(Self::pairs_inside_tokens(model)),
+        }
+    }
+
+    /// The byte pairs inside some token of `model`: bit `x * 256 + y` set for `x y`.
+    pub(super) fn pairs_inside_tokens(model: &BpeModel) -> Box<[u64; 1024]> {
+        let mut bits = Box::new([0u64; 1024]);
+        for ends in model.token_offsets.windows(2) {
+            let token = &model.token_bytes[ends[0] as usize..ends[1] as usize];
+            for w in token.windows(2) {
+                set_byte_pair(&mut bits, w[0], w[1]);
+            }
+        }
+        bits
+    }
+
+    /// The same set for a merge list's model, from the merges alone: each token is its
+    /// pair's two tokens end to end, so the byte pairs inside it are theirs and the one
+    /// where they meet; over all tokens, the pairs where the merges' two tokens meet
+    /// (32k model: 32k lookups instead of a walk over 250 KB of token bytes).
+    pub(super) fn pairs_where_merges_meet(model: &BpeModel) -> Box<[u64; 1024]> {
+        let mut bits = Box::new([0u64; 1024]);
+        for &(a, b) in model.merges.iter() {
+            let last = model.token(a).and_then(|t| t.last());
+            if let (Some(&x), Some(&y)) = (last, model.token(b).and_then(|t| t.first())) {
+                set_byte_pair(&mut bits, x, y);
+            }
+        }
+        bits
+    }
+}
+
+pub(super) fn set_byte_pair(bits: &mut [u64; 1024], x: u8, y: u8) {
+    let bit = (x as usize) << 8 | y as usize;
+    bits[bit >> 6] |= 1 << (bit & 63);
+}
+
+/// A unit of `--whole` work.
+pub(super) enum Piece {
+    /// `text[start..end]`, and whether it is part of a longer ordinary stretch.
+    Text(usize, usize, bool),
+    Special(u32),
+}
+
+impl Encoder<'_> {
+    /// Encodes one record as [`encode`](Self::encode) does, cutting it at safe places
+    /// and spreading the pieces over `threads` threads; the ids are the same.
+    pub fn encode_whole_parallel(&self, text: &[u8], threads: usize, out: &mut Vec<u32>) {
+        let result: std::result::Result<(), std::convert::Infallible> = self
+            .encode_whole_streaming(text, threads, &mut |ids| {
+                out.extend_from_slice(ids);
+                Ok(())
+            });
+        let Ok(()) = result;
+    }
+
+    /// Like [`encode_whole_parallel`](Self::encode_whole_parallel) but hands the ids to
+    /// `sink` in order, a few megabytes of text at a time, so memory stays bounded
+    /// whatever the size of `text`. Stops at the first error `sink` returns.
+    pub fn encode_whole_streaming<E>(
+        &self,
+        text: &[u8],
+        threads: usize,
+        sink: &mut dyn FnMut(&[u32]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let threads = threads.max(1);
+        let pieces = self.pieces(text);
+        if threads == 1 || pieces.len() < 2 {
+            let mut scratch = self.take_scratch();
+            let mut ids = Vec::new();
+            for piece in pieces {
+                ids.clear();
+                self.encode_piece(&mut scratch, text, &piece, &mut ids);
+                sink(&ids)?;
+            }
+            self.put_scratch(scratch);
+            return Ok(());
+        }
+        // Windows of a few pieces per thread: bounded memory, order kept by index.
+        let window = threads * 4;
+        for group in pieces.chunks(window) {
+            let mut results: Vec<Vec<u32>> = vec![Vec::new(); group.len()];
+            crate::parallel::on_demand(
+                threads,
+                results.iter_mut().zip(group.iter()),
+                || self.take_scratch(),
+                |scratch, (slot, piece)| self.encode_piece(scratch, text, piece, slot),
+                |scratch| self.put_scratch(scratch),
+            );
+            for ids in &results {
+                sink(ids)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Cuts a `--whole` text into pieces whose encodings concatenate to the text's:
+    /// allowed special tokens are pieces of their own, ordinary stretches are cut at
+    /// safe places about every [`PIECE`] bytes.
+    pub(super) fn pieces(&self, text: &[u8]) -> Vec<Piece> {
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        let push_ordinary = |from: usize, to: usize, pieces: &mut Vec<Piece>| {
+            let mut s = from;
+            while to - s > PIECE + PIECE / 2 {
+                match self.safe_cut(&text[..to], s + PIECE) {
+                    Some(c) => {
+                        pieces.push(Piece::Text(s, c, true));
+                        s = c;
+                    }
+                    None => break,
+                }
+            }
+            if to > s {
+                pieces.push(Piece::Text(s, to, s > from));
+            }
+        };
+        if !self.specials.is_empty() {
+            while let Some((at, len, id)) = self.find_special(text, start) {
+                push_ordinary(start, at, &mut pieces);
+                pieces.push(Piece::Special(id));
+                start = at + len;
+            }
+        }
+        push_ordinary(start, text.len(), &mut pieces);
+        pieces
+    }
+
+    /// A position `c` in `target..` (searching a bounded distance) such that encoding
+    /// `text[..c]` and `text[c..]` separately gives the ids of `text` (with no special
+    /// token inside), or `None`.
+    pub(super) fn safe_cut(&self, text: &[u8], target: usize) -> Option<usize> {
+        let end = text.len().min(target.saturating_add(CUT_SEARCH));
+        if target < 2 || target >= end {
+            return None;
+        }
+        match self.cut.get_or_init(|| CutRule::of(self.model)) {
+            // No token contains the bytes on both sides, so no merge can ever join them:
+            // the two sides merge independently (and the whole text is no token).
+            CutRule::BytePairs(bits) => (target..end).find(|&c| {
+                let bit = (text[c - 1] as usize) << 8 | text[c] as usize;
+                bits[bit >> 6] & (1 << (bit & 63)) == 0
+            }),
+            CutRule::Splitter => {
+                let splitter = self.splitter.as_ref()?;
+                let piece = &text[..end];
+                splitter
+                    .find_safe_cut(piece, target)
+                    .filter(|&c| c > target - PIECE / 2 && c < piece.len())
+            }
+        }
+    }
+
+    pub(super) fn encode_piece(
+        &self,
+        scratch: &mut Scratch,
+        text: &[u8],
+        piece: &Piece,
+        out: &mut Vec<u32>,
+    ) {
+        match *piece {
+            Piece::Special(id) => out.push(id),
+            // A part of a segment must not take the whole-token shortcut meant for the
+            // segment (only `--split none` rank tables have it at this level).
+            Piece::Text(s, e, true) if self.splitter.is_none() => {
+                self.bpe(scratch, &text[s..e], out)
+            }
+            Piece::Text(s, e, _) => self.encode_ordinary(scratch, &text[s..e], out),
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! Models in memory: BPE (merges, or a tiktoken rank table) and word vocabularies,
+//! with their identity (built-in name or file hash) for id-stream headers, the pair
+//! tables, and the built-in vocabularies. Files of models are read and written by
+//! [`crate::format`].
+
+mod builtin;
+pub mod merge_list;
+mod pairs;
+pub(crate) mod tables;
+
+use std::borrow::Cow;
+
+use ahash::AHashMap;
+
+pub use builtin::{builtin, BUILTINS};
+pub use pairs::{PairIds, PairTable};
+
+pub use crate::identity::ModelSource;
+use crate::pretokenize::SplitSpec;
+use crate::word::WordModel;
+
+/// A special token: its text and id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecialToken {
+    pub text: String,
+    pub id: u32,
+}
+
+/// A byte-pair-encoding model.
+#[derive(Debug, Clone)]
+pub struct BpeModel {
+    pub source: ModelSource,
+    /// `None` for byte-level BPE over each record as one sequence (`--split none`).
+    pub split: Option<SplitSpec>,
+    pub specials: Vec<SpecialToken>,
+    /// `base_id_of_byte[b]` is the id that stands for byte `b` (identity for trained
+    /// models; a permutation for the GPT vocabularies).
+    pub base_id_of_byte: [u32; 256],
+    /// For model files: `merges[k]` is the pair that made id `256 + k`. Empty for rank
+    /// tables (tiktoken), whose pairs are all in `merge_ids`.
+    pub merges: Vec<(u32, u32)>,
+    /// Pair -> merged id. For model files, one pair per merge. For tiktoken rank tables,
+    /// every split of a token into two tokens, so that "merge the adjacent pair with the
+    /// lowest id, leftmost first" is exactly tiktoken's rank-based algorithm.
+    pub merge_ids: PairIds,
+    /// Bytes of every non-special id: `token_bytes[token_offsets[i]..token_offsets[i+1]]`.
+    /// An id whose span is empty is not in the vocabulary (rank tables may have gaps).
+    /// The built-in models borrow both from the binary (see `tiktoken::from_blob`).
+    pub token_bytes: Cow<'static, [u8]>,
+    pub token_offsets: Cow<'static, [u32]>,
+}
+
+impl BpeModel {
+    /// The bytes id `id` stands for (special tokens included), or `None` for an id
+    /// outside the vocabulary.
+    pub fn token(&self, id: u32) -> Option<&[u8]> {
+        let i = id as usize;
+        if i + 1 < self.token_offsets.len() {
+            let (start, end) = (
+                self.token_offsets[i] as usize,
+                self.token_offsets[i + 1] as usize,
+            );
+            if start < end {
+                return Some(&self.token_bytes[start..end]);
+            }
+        }
+        self.specials
+            .iter()
+            .find(|s| s.id == id)
+            .map(|s| s.text.as_bytes())
+    }
+
+    /// One more than the largest id, special tokens included.
+    pub fn vocab_size(&self) -> usize {
+        let ordinary = self.token_offsets.len().saturating_sub(1);
+        self.specials
+            .iter()
+            .map(|s| s.id as usize + 1)
+            .max()
+            .unwrap_or(0)
+            .max(ordinary)
+    }
+}
+
+/// Any model the tools read.
+// A run holds one or two models, so the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum Model {
+    Bpe(BpeModel),
+    Word(WordModel),
+}
+
+impl Model {
+    /// Where the model came from.
+    pub fn source(&self) -> &ModelSource {
+        match self {
+            Model::Bpe(m) => &m.source,
+            Model::Word(m) => &m.source,
+        }
+    }
+}
+
+/// The most bytes a model's tokens may hold in all (4 GiB less one byte):
+/// [`BpeModel::token_offsets`] are u32.
+pub const MAX_TOKEN_BYTES: u64 = u32::MAX as u64;
+
+/// Where each id's bytes start in the token table of `merges` (and, last, where they
+/// end), or `Err(k)` when merge `k` takes the tokens past [`MAX_TOKEN_BYTES`] in all.
+///
+/// # Panics
+/// If a merge uses an id not defined before it.
+pub(crate) fn token_offsets(merges: &[(u32, u32)]) -> std::result::Result<Vec<u32>, usize> {
+    let mut offsets: Vec<u32> = Vec::with_capacity(257 + merges.len());
+    offsets.extend(0..=256);
+    let mut end = 256u32;
+    for (k, &(a, b)) in merges.iter().enumerate() {
+        let len = |t: u32| offsets[t as usize + 1] - offsets[t as usize];
+        end = end
+            .checked_add(len(a))
+            .and_then(|e| e.checked_add(len(b)))
+            .ok_or(k)?;
+        offsets.push(end);
+    }
+    Ok(offsets)
+}
+
+/// How many merges of `merges`, from the first, keep their tokens within
+/// [`MAX_TOKEN_BYTES`] in all: the longest prefix that is a valid model.
+///
+/// # Panics
+/// If a merge uses an id not defined before it.
+pub fn merges_within_limit(merges: &[(u32, u32)]) -> usize {
+    token_offsets(merges).map_or_else(|k| k, |_| merges.len())
+}
+
+/// Builds the bytes of every id of a merge list over `base_id_of_byte`: returns
+/// `(token_bytes, token_offsets)` as `BpeModel` stores them, or `Err(k)` when merge `k`
+/// (0-based) takes the tokens past [`MAX_TOKEN_BYTES`] in all. Tokens can grow that long
+/// from few merges: each can double the longest one, and on text without repeats the
+/// minbpe tie rule merges onto the same token again and again (30 KB of random bytes trained
+/// to the end: 26,427 merges, 350 MB of tokens).
+///
+/// # Panics
+/// If a merge uses an id not defined before it.
+pub fn token_table(
+    base_id_of_byte: &[u32; 256],
+    merges: &[(u32, u32)],
+) -> std::result::Result<(Vec<u8>, Vec<u32>), usize> {
+    let offsets = token_offsets(merges)?;
+    Ok((token_bytes(base_id_of_byte, merges, &offsets), offsets))
+}
+
+/// The token bytes of `merges` (the second half of [`token_table`]), placed at
+/// `offsets`, their [`token_offsets`].
+pub(crate) fn token_bytes(
+    base_id_of_byte: &[u32; 256],
+    merges: &[(u32, u32)],
+    offsets: &[u32],
+) -> Vec<u8> {
+    let end = offsets[offsets.len() - 1];
+    // Most tokens are short: each is copied as one fixed block of CHUNK bytes, which
+    // compiles to a load and a store where a copy of the exact length calls `memmove`
+    // (0.55 -> 0.09-0.2 ms for a 32k model). The bytes a block copies past its token are
+    // overwritten by the next copy, or fall in the CHUNK bytes of slack cut at the end.
+    const CHUNK: usize = 16;
+    let total = end as usize;
+    let mut bytes = vec![0u8; total + CHUNK];
+    for (byte, &id) in base_id_of_byte.iter().enumerate() {
+        bytes[id as usize] = byte as u8;
+    }
+    for (k, &(a, b)) in merges.iter().enumerate() {
+        let mut at = offsets[256 + k] as usize;
+        for t in [a, b] {
+            let (s, e) = (
+                offsets[t as usize] as usize,
+                offsets[t as usize + 1] as usize,
+            );
+            if e - s <= CHUNK {
+                bytes.copy_within(s..s + CHUNK, at);
+            } else {
+                bytes.copy_within(s..e, at);
+            }
+            at += e - s;
+        }
+    }
+    bytes.truncate(total);
+    bytes
+}
+
+/// The identity byte mapping of trained models.
+pub fn identity_bytes() -> [u32; 256] {
+    std::array::from_fn(|i| i as u32)
+}
+
+impl BpeModel {
+    /// A model from a merge list (ids 256.. in order), as `bpe-train` produces it.
+    ///
+    /// # Panics
+    /// If a merge uses an id not defined before it, or the tokens hold more than
+    /// [`MAX_TOKEN_BYTES`] in all.
+    pub fn from_merges(
+        source: ModelSource,
+        split: Option<SplitSpec>,
+        specials: Vec<SpecialToken>,
+        base_id_of_byte: [u32; 256],
+        merges: Vec<(u32, u32)>,
+    ) -> BpeModel {
+        Self::try_from_merges(source, split, specials, base_id_of_byte, merges)
+            .unwrap_or_else(|k| panic!("merge {k}: tokens over {MAX_TOKEN_BYTES} bytes"))
+    }
+
+    /// [`BpeModel::from_merges`], or `Err(k)` when merge `k` (0-based) takes the tokens
+    /// past [`MAX_TOKEN_BYTES`] in all.
+    ///
+    /// # Panics
+    /// If a merge uses an id not defined before it.
+    pub fn try_from_merges(
+        source: ModelSource,
+        split: Option<SplitSpec>,
+        specials: Vec<SpecialToken>,
+        base_id_of_byte: [u32; 256],
+        merges: Vec<(u32, u32)>,
+    ) -> std::result::Result<BpeModel, usize> {
+        let (token_bytes, token_offsets) = token_table(&base_id_of_byte, &merges)?;
+        // A slot table, which the encoder reads in place, when the ids fit one; a pair
+        // listed twice keeps its first id.
+        let merge_ids = if 256 + merges.len() < 1 << tables::PAIR_ID_BITS {
+            let mut table = PairTable::with_capacity(merges.len());
+            for (k, &(a, b)) in merges.iter().enumerate() {
+                table.insert(a, b, 256 + k as u32);
+            }
+            PairIds::from_table(table)
+        } else {
+            let mut map = AHashMap::with_capacity(merges.len());
+            for (k, &pair) in merges.iter().enumerate() {
+                map.entry(pair).or_insert(256 + k as u32);
+            }
+            map.into()
+        };
+        Ok(BpeModel {
+            source,
+            split,
+            specials,
+            base_id_of_byte,
+            merges,
+            merge_ids,
+            token_bytes: token_bytes.into(),
+            token_offsets: token_offsets.into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The token table (built with block copies) holds each token's bytes: its pair's
+    /// two tokens end to end, as a plain recursive build gives them, on random merge
+    /// lists with short and long tokens, over the identity and a reversed byte order.
+    #[test]
+    fn token_table_equals_a_plain_build() {
+        let mut below = crate::test_rng::below_usize(0x2545_F491_4F6C_DD1D);
+        for case in 0..200 {
+            let mut base = identity_bytes();
+            if case % 2 == 1 {
+                base.reverse();
+            }
+            let mut plain: Vec<Vec<u8>> = vec![Vec::new(); 256];
+            for (byte, &id) in base.iter().enumerate() {
+                plain[id as usize] = vec![byte as u8];
+            }
+            let mut merges = Vec::new();
+            for _ in 0..below(300) {
+                // Often a new id and a byte, so that tokens grow past the copy block.
+                let a = match below(2) {
+                    0 => below(plain.len()),
+                    _ => plain.len() - 1 - below(plain.len().min(3)),
+                } as u32;
+                let b = match below(3) {
+                    0 => below(plain.len()),
+                    _ => below(256),
+                } as u32;
+                merges.push((a, b));
+                plain.push([plain[a as usize].clone(), plain[b as usize].clone()].concat());
+            }
+            let (bytes, offsets) = token_table(&base, &merges).unwrap();
+            assert_eq!(offsets.len(), plain.len() + 1, "case {case}");
+            for (id, token) in plain.iter().enumerate() {
+                let got = &bytes[offsets[id] as usize..offsets[id + 1] as usize];
+                assert_eq!(got, &token[..], "case {case}, id {id}");
+            }
+            assert_eq!(bytes.len(), offsets[plain.len()] as usize);
+        }
+    }
+
+    /// Tokens that double with each merge pass the 4 GiB limit at the merge that takes
+    /// their sum past it (a model file of a few dozen lines must not make a loader panic).
+    #[test]
+    fn tokens_past_the_limit_are_refused() {
+        let chain: Vec<(u32, u32)> = std::iter::once((97, 97))
+            .chain((257..297).map(|id| (id - 1, id - 1)))
+            .collect();
+        // After merge k the tokens hold 256 + (2^(k+2) - 2) bytes: past 2^32 - 1 at k = 30.
+        assert_eq!(merges_within_limit(&chain), 30);
+        assert_eq!(merges_within_limit(&chain[..30]), 30);
+        assert_eq!(token_table(&identity_bytes(), &chain), Err(30));
+    }
+}
