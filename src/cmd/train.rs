@@ -36,12 +36,14 @@ pub const DEFAULT_VOCAB_SIZE: usize = 512;
 
 /// What training reports while it runs.
 pub enum TrainEvent<'a> {
-    /// Merge number `index` (1-based) of at most `total` was learned; `token` is its bytes.
+    /// Merge number `index` (1-based) of at most `total` was learned; `tokens` gives the
+    /// bytes of every token so far (`tokens.bytes(merge.id)`: the new one), put together
+    /// only when asked for.
     Merged {
         merge: &'a Merge,
         index: usize,
         total: usize,
-        token: &'a [u8],
+        tokens: &'a mut train::TokenBytes,
     },
     /// No pair was left after `learned` merges, short of the `wanted` ones.
     Exhausted { learned: usize, wanted: usize },
@@ -164,11 +166,12 @@ pub fn train(
     let mut learned = 0;
     let mut on_merge = |merge: &Merge| {
         learned += 1;
+        tokens.push(merge.pair);
         events(TrainEvent::Merged {
             merge,
             index: learned,
             total: wanted,
-            token: tokens.push(merge.pair),
+            tokens: &mut tokens,
         });
     };
     let merges = match &config.split {

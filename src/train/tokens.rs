@@ -1,8 +1,11 @@
-//! The bytes of the tokens a training run learns, for a caller that shows each merge as it
-//! comes (the `--verbose` log, progress), without keeping every token's bytes: the tokens
-//! of a run of one letter add up to 12 bytes per input byte, more than the trainer itself
-//! needs. Tokens up to [`KEPT_MAX`] bytes are kept; longer ones are put together from kept
-//! pieces when asked for, each piece a copy.
+//! The bytes of the tokens a training run learns, for a caller that shows a merge as it
+//! comes (the `--verbose` log), without keeping every token's bytes: the tokens of a run
+//! of one letter add up to 12 bytes per input byte, more than the trainer itself needs.
+//!
+//! # Invariants
+//! A token up to [`KEPT_MAX`] bytes long has its bytes kept from its merge on; a longer
+//! one is put together from kept pieces only when asked for, each piece a copy, so a
+//! caller that never asks (a run without `--verbose`) holds no long token at all.
 
 /// The longest token whose bytes are kept.
 const KEPT_MAX: usize = 256;
@@ -14,7 +17,7 @@ pub struct TokenBytes {
     /// Per token, its bytes' range in `kept`, or `None` if it is longer than [`KEPT_MAX`].
     ranges: Vec<Option<(usize, usize)>>,
     kept: Vec<u8>,
-    /// The last token put together.
+    /// The last long token put together.
     buf: Vec<u8>,
     stack: Vec<u32>,
 }
@@ -37,14 +40,36 @@ impl TokenBytes {
         }
     }
 
-    /// Adds the token that merging `pair` makes (the next id) and returns its bytes.
+    /// Adds the token that merging `pair` makes (the next id).
     ///
     /// # Panics
     /// If `pair` names a token not learned yet.
-    pub fn push(&mut self, pair: (u32, u32)) -> &[u8] {
+    pub fn push(&mut self, pair: (u32, u32)) {
+        // A part longer than the kept limit makes the token longer still.
+        let range = match (self.ranges[pair.0 as usize], self.ranges[pair.1 as usize]) {
+            (Some((s0, e0)), Some((s1, e1))) if (e0 - s0) + (e1 - s1) <= KEPT_MAX => {
+                let start = self.kept.len();
+                self.kept.extend_from_within(s0..e0);
+                self.kept.extend_from_within(s1..e1);
+                Some((start, self.kept.len()))
+            }
+            _ => None,
+        };
+        self.pairs.push(pair);
+        self.ranges.push(range);
+    }
+
+    /// The bytes of token `id`.
+    ///
+    /// # Panics
+    /// If `id` is not a token learned yet.
+    pub fn bytes(&mut self, id: u32) -> &[u8] {
+        if let Some((start, end)) = self.ranges[id as usize] {
+            return &self.kept[start..end];
+        }
         self.buf.clear();
         self.stack.clear();
-        self.stack.extend([pair.1, pair.0]);
+        self.stack.push(id);
         while let Some(id) = self.stack.pop() {
             match self.ranges[id as usize] {
                 Some((start, end)) => self.buf.extend_from_slice(&self.kept[start..end]),
@@ -54,13 +79,6 @@ impl TokenBytes {
                 }
             }
         }
-        self.pairs.push(pair);
-        let range = (self.buf.len() <= KEPT_MAX).then(|| {
-            let start = self.kept.len();
-            self.kept.extend_from_slice(&self.buf);
-            (start, self.kept.len())
-        });
-        self.ranges.push(range);
         &self.buf
     }
 }
@@ -91,10 +109,17 @@ mod tests {
                 let pair = (pick(&mut random), pick(&mut random));
                 let mut want = naive[pair.0 as usize].clone();
                 want.extend_from_slice(&naive[pair.1 as usize]);
-                assert_eq!(tokens.push(pair), want);
+                tokens.push(pair);
+                let id = naive.len() as u32;
+                assert_eq!(tokens.bytes(id), want);
                 naive.push(want);
             }
             assert!(round % 2 == 1 || naive.iter().any(|t| t.len() > KEPT_MAX));
+            // Earlier tokens, long and short, asked for again.
+            for _ in 0..50 {
+                let id = random(naive.len());
+                assert_eq!(tokens.bytes(id as u32), naive[id]);
+            }
         }
     }
 }
