@@ -479,6 +479,7 @@ fn train_peak_rss(args: &[&std::ffi::OsStr]) -> u64 {
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("bpe-train"))
         .args(args)
         .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .spawn()
         .expect("bpe-train starts");
     let status_path = format!("/proc/{}/status", child.id());
@@ -502,9 +503,10 @@ fn train_peak_rss(args: &[&std::ffi::OsStr]) -> u64 {
 }
 
 /// A run of one letter is the trainer's worst case for memory (one chunk, a pass over every
-/// position per doubling); its working memory stays within 16 bytes per input byte, whole
-/// text and one regex chunk alike. The peak counts the mapped input (1 byte per byte) and
-/// the process's fixed cost (the binary, its tables: under 32 MB).
+/// position per doubling); its peak stays within 16 bytes per input byte, the mapped input
+/// included, plus the process's fixed cost (the binary, its tables: under 32 MB), whole
+/// text and one regex chunk alike (15.8 bytes per byte measured for 20 MB, fixed cost
+/// included).
 #[cfg(target_os = "linux")]
 #[test]
 fn a_run_of_one_letter_trains_in_16_bytes_per_byte() {
@@ -522,7 +524,7 @@ fn a_run_of_one_letter_trains_in_16_bytes_per_byte() {
             peak >= n,
             "--split {split}: peak {peak} below the input's {n} bytes"
         );
-        let bound = 17 * n + (32 << 20);
+        let bound = 16 * n + (32 << 20);
         assert!(
             peak <= bound,
             "--split {split}: peak RSS {peak} bytes over {bound} ({:.1} bytes per input byte)",
