@@ -126,7 +126,7 @@ pub struct DecodeTable {
     slots: Vec<Slot>,
     bytes: Vec<u8>,
     /// Word models: drop the last joining space of a record.
-    joined: bool,
+    pub(crate) joined: bool,
 }
 
 impl DecodeTable {
