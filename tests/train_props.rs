@@ -470,38 +470,6 @@ fn inputs_around_the_large_input_limit_match_naive() {
     }
 }
 
-/// The peak resident memory (VmHWM) of `bpe-train ARGS`, in bytes, read from the child's
-/// `/proc` status while it runs (the high-water mark only grows; the last reading before
-/// the child exits is kept).
-#[cfg(target_os = "linux")]
-fn train_peak_rss(args: &[&std::ffi::OsStr]) -> u64 {
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("bpe-train"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("bpe-train starts");
-    let status_path = format!("/proc/{}/status", child.id());
-    let mut peak = 0u64;
-    loop {
-        if let Ok(status) = std::fs::read_to_string(&status_path) {
-            let kb = status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
-            if let Some(kb) = kb {
-                peak = peak.max(kb * 1024);
-            }
-        }
-        if let Some(status) = child.try_wait().expect("wait") {
-            assert!(status.success(), "bpe-train failed: {status}");
-            return peak;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-}
-
 /// A run of one letter is the trainer's worst case for memory (one chunk, a pass over every
 /// position per doubling); its peak stays within 16 bytes per input byte, the mapped input
 /// included, plus the process's fixed cost (the binary, its tables: under 32 MB), whole
@@ -515,10 +483,12 @@ fn a_run_of_one_letter_trains_in_16_bytes_per_byte() {
     let path = dir.join("a.txt");
     std::fs::write(&path, vec![b'a'; n as usize]).unwrap();
     for split in ["none", "gpt4"] {
-        let args = ["--vocab-size", "300", "--split", split];
-        let mut args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
-        args.push(path.as_os_str());
-        let peak = train_peak_rss(&args);
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("bpe-train"));
+        cmd.args(["--vocab-size", "300", "--split", split])
+            .arg(&path);
+        let run = crate::robust::measured(cmd, |_| {});
+        assert_eq!(run.status, 0, "--split {split}: {}", run.stderr);
+        let peak = run.peak_kb * 1024;
         // The input alone is resident once read: a peak below it was not observed.
         assert!(
             peak >= n,
