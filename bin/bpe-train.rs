@@ -150,9 +150,10 @@ fn main() -> ExitCode {
                 merge,
                 index,
                 total,
-                token,
+                tokens,
             } => {
                 if args.verbose {
+                    let token = tokens.bytes(merge.id);
                     let line = train::merge_log_line(merge, index, total, token);
                     cli::stderr_line(format_args!("{line}"));
                 }

@@ -12,13 +12,13 @@
 //! the memory lives on the heap.
 
 use memmap2::{MmapMut, MmapOptions};
-use zerocopy::{FromBytes, IntoBytes};
+use zerocopy::IntoBytes;
 
 /// The huge page size of x86-64 (and of arm64 with 4 KB pages).
 const HUGE_PAGE: usize = 2 << 20;
 
 /// `len` zero bytes, mapped in huge pages when `len >= map_min`. The memory is aligned to
-/// 8 bytes, so it can be viewed as words ([`HugeBytes::words_mut`]).
+/// 8 bytes, so it can be viewed as words of up to 8 bytes.
 pub(crate) struct HugeBytes {
     mem: Mem,
     len: usize,
@@ -70,16 +70,6 @@ impl HugeBytes {
             Mem::Heap(heap) => &mut heap.as_mut_bytes()[..self.len],
         }
     }
-
-    /// The memory as `len / 4` native-endian words.
-    #[inline(always)]
-    pub(crate) fn words_mut(&mut self) -> &mut [u32] {
-        let whole = self.len / 4 * 4;
-        let bytes = &mut self.bytes_mut()[..whole];
-        // Maps are page-aligned and the heap holds u64s, so the view always exists; the
-        // empty fallback is never taken.
-        <[u32]>::mut_from_bytes(bytes).unwrap_or_default()
-    }
 }
 
 impl Clone for HugeBytes {
@@ -95,25 +85,19 @@ impl Clone for HugeBytes {
 mod tests {
     use super::HugeBytes;
 
-    /// Both backings give `len` zero bytes, a word view of `len / 4` words over the same
-    /// memory, and a clone that copies the contents.
+    /// Both backings give `len` zero bytes that keep what is written, and a clone that
+    /// copies the contents.
     #[test]
     fn map_and_heap_hold_the_same_memory() {
         for (len, map_min) in [(0, usize::MAX), (13, usize::MAX), (4099, 0), (3 << 20, 1)] {
             let mut mem = HugeBytes::zeroed(len, map_min);
             assert_eq!(mem.bytes().len(), len);
             assert!(mem.bytes().iter().all(|&b| b == 0));
-            let words = mem.words_mut();
-            assert_eq!(words.len(), len / 4);
-            for (i, w) in words.iter_mut().enumerate() {
-                *w = i as u32 * 7 + 1;
+            for (i, b) in mem.bytes_mut().iter_mut().enumerate() {
+                *b = (i * 7 + 1) as u8;
             }
             let copy = mem.clone();
-            for i in 0..len / 4 {
-                let at = 4 * i;
-                let b: [u8; 4] = mem.bytes()[at..at + 4].try_into().unwrap();
-                assert_eq!(u32::from_ne_bytes(b), i as u32 * 7 + 1);
-            }
+            assert!((0..len).all(|i| mem.bytes()[i] == (i * 7 + 1) as u8));
             assert_eq!(copy.bytes(), mem.bytes());
         }
     }

@@ -37,15 +37,15 @@ fn small_model(dir: &Path, text: &str, vocab: &str) -> Vec<u8> {
 
 /// What [`measured`] saw of a run.
 #[derive(Debug)]
-struct Measured {
+pub(crate) struct Measured {
     /// The exit status, or 128 + the signal that ended the process.
-    status: i32,
-    stderr: String,
+    pub(crate) status: i32,
+    pub(crate) stderr: String,
     /// SHA-256 and length of standard output (large outputs are not kept).
     stdout_sha256: String,
     stdout_len: u64,
     /// Peak resident memory, KB.
-    peak_kb: u64,
+    pub(crate) peak_kb: u64,
 }
 
 /// Runs `cmd` with `feed` writing its standard input (then closed), its standard output
@@ -54,7 +54,7 @@ struct Measured {
 /// millisecond (the mark only grows, so the last reading is the peak of all but the
 /// process's last millisecond).
 #[cfg(target_os = "linux")]
-fn measured(mut cmd: StdCommand, feed: impl FnOnce(&mut dyn Write) + Send) -> Measured {
+pub(crate) fn measured(mut cmd: StdCommand, feed: impl FnOnce(&mut dyn Write) + Send) -> Measured {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

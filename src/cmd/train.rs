@@ -92,12 +92,14 @@ pub const DEFAULT_VOCAB_SIZE: usize = 512;
 
 /// What training reports while it runs.
 pub enum TrainEvent<'a> {
-    /// Merge number `index` (1-based) of at most `total` was learned; `token` is its bytes.
+    /// Merge number `index` (1-based) of at most `total` was learned; `tokens` gives the
+    /// bytes of every token so far (`tokens.bytes(merge.id)`: the new one), put together
+    /// only when asked for.
     Merged {
         merge: &'a Merge,
         index: usize,
         total: usize,
-        token: &'a [u8],
+        tokens: &'a mut train::TokenBytes,
     },
     /// No pair was left after `learned` merges, short of the `wanted` ones.
     Exhausted { learned: usize, wanted: usize },
@@ -312,27 +314,24 @@ fn checked_vocab_size(config: &TrainConfig) -> Result<usize> {
 type OnMerge<'a> = dyn FnMut(&Merge) + 'a;
 
 /// Runs `run` (a trainer call) with a merge callback that reports each merge as a
-/// [`TrainEvent::Merged`] with its token's bytes.
+/// [`TrainEvent::Merged`] with the tokens' bytes.
 fn learn(
     vocab_size: usize,
     events: &mut dyn FnMut(TrainEvent),
     run: &mut dyn FnMut(&mut OnMerge) -> Vec<Merge>,
 ) -> Vec<Merge> {
     let wanted = vocab_size - 256;
-    let mut vocab: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let mut tokens = train::TokenBytes::new();
     let mut learned = 0;
     let mut on_merge = |merge: &Merge| {
-        let (a, b) = (merge.pair.0 as usize, merge.pair.1 as usize);
-        let mut token = vocab[a].clone();
-        token.extend_from_slice(&vocab[b]);
         learned += 1;
+        tokens.push(merge.pair);
         events(TrainEvent::Merged {
             merge,
             index: learned,
             total: wanted,
-            token: &token,
+            tokens: &mut tokens,
         });
-        vocab.push(token);
     };
     run(&mut on_merge)
 }
