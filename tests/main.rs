@@ -7,6 +7,7 @@ mod cli_bpe;
 mod common;
 mod decode_props;
 mod encode_props;
+mod memory_bounds;
 mod parallel_props;
 mod pretokenize_props;
 mod tiktoken_goldens;

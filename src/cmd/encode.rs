@@ -281,9 +281,40 @@ struct ItemFormat {
 #[derive(Default)]
 struct EncodedItem {
     out: Vec<u8>,
+    /// False when the records' ids are left for the writer to format as it writes
+    /// ([`write_in_pieces`]): a long line's.
+    formatted: bool,
     stats: EncodeStats,
     ids: Vec<u32>,
     ends: Vec<usize>,
+}
+
+/// An item with more ids than this (one long line, in practice) is formatted by the
+/// writer a piece at a time as it writes, so that its text is never held whole beside
+/// its ids: 10 MB of random bytes (9.5 M ids) with cl100k_base as one line, 97 -> 62 MB.
+const FORMAT_WHEN_WRITTEN: usize = 1 << 20;
+
+/// Writes an item's records whose ids were not formatted, in pieces of about 64 KB.
+fn write_in_pieces(item: &mut EncodedItem, out: &mut dyn Write) -> std::io::Result<()> {
+    let buf = &mut item.out;
+    buf.clear();
+    let mut start = 0;
+    for &end in &item.ends {
+        buf.push(b'[');
+        for (k, &id) in item.ids[start..end].iter().enumerate() {
+            if k > 0 {
+                buf.push(b',');
+            }
+            ndjson::push_u32(buf, id);
+            if buf.len() >= 1 << 16 {
+                out.write_all(buf)?;
+                buf.clear();
+            }
+        }
+        buf.extend_from_slice(b"]\n");
+        start = end;
+    }
+    out.write_all(buf)
 }
 
 /// Encodes one run of whole lines: items cut from it are encoded and formatted on the
@@ -306,11 +337,15 @@ fn encode_run(
         after: (b'\n', b'\n'),
     };
     let work = |item: &[u8]| encode_item(encoder, format, pool.take(), item);
-    let mut write = |done: EncodedItem| -> Result<()> {
+    let mut write = |mut done: EncodedItem| -> Result<()> {
         stats.add(&done.stats);
-        let written = out.write_all(&done.out).map_err(Error::write);
+        let written = if done.formatted {
+            out.write_all(&done.out)
+        } else {
+            write_in_pieces(&mut done, out)
+        };
         pool.put(done);
-        written
+        written.map_err(Error::write)
     };
     if threads < 2 || run.len() < 2 * ENCODE_ITEM {
         for item in items {
@@ -352,18 +387,22 @@ fn encode_item(
         bytes: records.iter().map(|r| r.len() as u64).sum(),
         unknown: format.unk.map(|_| unknown),
     };
-    let mut start = 0;
-    for &end in &ends {
-        if format.count {
-            ndjson::push_u32(&mut out, (end - start) as u32);
-        } else {
-            ndjson::push_ids(&mut out, &ids[start..end]);
+    let formatted = format.count || ids.len() <= FORMAT_WHEN_WRITTEN;
+    if formatted {
+        let mut start = 0;
+        for &end in &ends {
+            if format.count {
+                ndjson::push_u32(&mut out, (end - start) as u32);
+            } else {
+                ndjson::push_ids(&mut out, &ids[start..end]);
+            }
+            out.push(b'\n');
+            start = end;
         }
-        out.push(b'\n');
-        start = end;
     }
     EncodedItem {
         out,
+        formatted,
         stats,
         ids,
         ends,

@@ -75,14 +75,13 @@ pub fn load_rank_file(
             map.into()
         }
     };
-    Ok(BpeModel {
+    Ok(BpeModel::from_rank_table(
         source,
         split,
         specials,
         base_id_of_byte,
-        merges: Vec::new(),
         merge_ids,
-        token_bytes: token_bytes.into(),
-        token_offsets: token_offsets.into(),
-    })
+        token_bytes.into(),
+        token_offsets.into(),
+    ))
 }
