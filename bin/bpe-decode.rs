@@ -19,8 +19,8 @@ Examples:
 #[derive(Parser)]
 #[command(name = "bpe-decode", version, after_help = EXAMPLES)]
 struct Args {
-    /// Model: a model file, a tiktoken rank file, or a built-in name; default: the model
-    /// the stream's header names, else o200k_base
+    /// Model: a built-in name, or a model file, an HF tokenizer.json, a minbpe .model or a
+    /// tiktoken rank file; default: the model the stream's header names, else o200k_base
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
     model: Option<String>,
 
@@ -28,7 +28,7 @@ struct Args {
     #[arg(long)]
     whole: bool,
 
-    /// Split pattern for a *.tiktoken rank file (accepted for symmetry with bpe-encode)
+    /// Split pattern for a tiktoken rank file (accepted for symmetry with bpe-encode)
     #[arg(long, value_name = "NAME|REGEX")]
     split: Option<String>,
 
@@ -49,12 +49,12 @@ fn main() -> ExitCode {
     };
     cli::run_main("bpe-decode", || {
         let sources = toksuite::input::sources(&args.common.files)?;
-        let split = match &args.split {
-            Some(value) => pretokenize::parse_split(value)?,
-            None => None,
-        };
+        // Checked, but decoding needs no pattern: any model takes it, as before.
+        if let Some(value) = &args.split {
+            pretokenize::parse_split(value)?;
+        }
         let model = match &args.model {
-            Some(name) => Some(format::load(name, split)?),
+            Some(name) => Some(format::load(name, None)?),
             None => None,
         };
         let config = DecodeConfig {

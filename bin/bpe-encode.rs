@@ -14,6 +14,7 @@ const EXAMPLES: &str = "\
 Examples:
   echo 'hello world' | bpe-encode
   echo 'some text' | bpe-encode -m merges.json | bpe-decode
+  bpe-encode -m tokenizer.json --allowed-special all chat.txt
   bpe-encode -m cl100k_base --count --whole book.txt
   echo 'Life is short eat dessert first' | bpe-encode -m words.json | attn";
 
@@ -21,8 +22,9 @@ Examples:
 #[derive(Parser)]
 #[command(name = "bpe-encode", version, after_help = EXAMPLES)]
 struct Args {
-    /// Model: a model file, a tiktoken rank file (*.tiktoken), or a built-in name
-    /// (o200k_base, cl100k_base, p50k_base, r50k_base)
+    /// Model: a built-in name (o200k_base, cl100k_base, p50k_base, r50k_base), or a model
+    /// file, an HF tokenizer.json, a minbpe .model or a tiktoken rank file (told apart by
+    /// content)
     #[arg(short = 'm', long = "model", value_name = "MODEL", default_value = format::DEFAULT_MODEL)]
     model: String,
 
@@ -48,7 +50,7 @@ struct Args {
     #[arg(long, value_name = "all|TOKEN[,TOKEN]")]
     allowed_special: Option<String>,
 
-    /// Split pattern for a *.tiktoken rank file: a preset name or a regex
+    /// Split pattern for a tiktoken rank file: a preset name or a regex
     #[arg(long, value_name = "NAME|REGEX")]
     split: Option<String>,
 
@@ -73,11 +75,6 @@ fn main() -> ExitCode {
             Some(value) => pretokenize::parse_split(value)?,
             None => None,
         };
-        if split.is_some() && !args.model.ends_with(".tiktoken") {
-            return Err(toksuite::Error::usage(
-                "--split applies only to *.tiktoken rank files (model files carry their pattern)",
-            ));
-        }
         let model = format::load(&args.model, split)?;
         let allowed_special = match args.allowed_special.as_deref() {
             None => AllowedSpecial::None,

@@ -24,7 +24,7 @@ struct Args {
     #[arg(long, value_name = "N")]
     vocab_size: Option<usize>,
 
-    /// Pre-split the text: none (the seed's whole-text BPE), gpt2, gpt4, cl100k, o200k,
+    /// Pre-split the text: none (byte-level BPE over the whole text), gpt2, gpt4, cl100k, o200k,
     /// r50k, p50k, or a regex; pairs never cross chunks
     #[arg(long, value_name = "NAME|REGEX", default_value = "none")]
     split: String,
@@ -34,11 +34,11 @@ struct Args {
     #[arg(long, value_name = "TOKEN")]
     special: Vec<String>,
 
-    /// Model type: bpe, or word (the seed's word-based vocabulary)
+    /// Model type: bpe, or word (a word-level vocabulary: whitespace-separated words)
     #[arg(long, value_name = "TYPE", default_value = "bpe", value_parser = ["bpe", "word"])]
     model_type: String,
 
-    /// Log each merge to standard error, in the seed's format
+    /// Log each merge to standard error, in minbpe's verbose format
     #[arg(long)]
     verbose: bool,
 

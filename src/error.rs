@@ -1,5 +1,5 @@
 //! The suite's one error type: what went wrong, where (file and line), and which exit
-//! status it maps to (CONTRACT.md: 1 for bad data or I/O, 2 for bad usage).
+//! status it maps to (1 for bad data or I/O, 2 for bad usage).
 
 use std::fmt;
 use std::io;

@@ -4,7 +4,7 @@
 
 use sha2::{Digest, Sha256};
 
-/// Where a model came from; id-stream headers name it (CONTRACT.md, "Records").
+/// Where a model came from; id-stream headers name it (docs/formats.md, "Id streams").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModelSource {
     /// A model compiled into the binaries (`o200k_base`, ...).

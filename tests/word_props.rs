@@ -45,7 +45,7 @@ fn source() -> ModelSource {
 /// Writes a model and reads it back through `parse_model`.
 fn round_trip(model: &WordModel) -> WordModel {
     let mut file = Vec::new();
-    word::write_model(&mut file, model).unwrap();
+    toksuite::format::word_file::write_model(&mut file, model).unwrap();
     parse_file(&file).unwrap()
 }
 
@@ -106,7 +106,7 @@ fn seed_model_file_is_the_golden_one() {
     // The seed's sentence after `tr -d ,`, with the newline `echo` adds.
     let model = word::train(b"Life is short eat dessert first\n", None, 2).unwrap();
     let mut file = Vec::new();
-    word::write_model(&mut file, &model).unwrap();
+    toksuite::format::word_file::write_model(&mut file, &model).unwrap();
     assert_eq!(
         String::from_utf8(file).unwrap(),
         String::from_utf8(fixture("seed-words.json")).unwrap()
@@ -240,7 +240,7 @@ fn python_goldens_for_a_text_full_of_unicode_spaces() {
             }
             let model = counter.finish(vocab).unwrap();
             let mut file = Vec::new();
-            word::write_model(&mut file, &model).unwrap();
+            toksuite::format::word_file::write_model(&mut file, &model).unwrap();
             assert_eq!(
                 String::from_utf8(file).unwrap(),
                 String::from_utf8(fixture(golden)).unwrap(),
@@ -265,7 +265,7 @@ fn model_files_round_trip_including_invalid_utf8_words() {
     let text = b"caf\xc3\xa9 \xff\xfe ab \"q\\ \xff\xfe \xe3\x80 [UNK] \x01\x7f ab";
     let model = word::train(text, None, 1).unwrap();
     let mut file = Vec::new();
-    word::write_model(&mut file, &model).unwrap();
+    toksuite::format::word_file::write_model(&mut file, &model).unwrap();
     let file_text = String::from_utf8(file.clone()).unwrap();
     assert!(
         file_text.contains(r#"{"id":5,"hex":"e380","count":1}"#),
@@ -722,7 +722,7 @@ fn the_plain_line_fast_path_reads_what_the_json_parser_reads() {
         let text = random_text(&mut rng, 80);
         let model = word::train(&text, None, 1).unwrap();
         let mut file = Vec::new();
-        word::write_model(&mut file, &model).unwrap();
+        toksuite::format::word_file::write_model(&mut file, &model).unwrap();
         // The same lines re-serialized by serde_json (keys sorted, so not the fast form).
         let mut resorted = Vec::new();
         for line in file.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {

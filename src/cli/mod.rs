@@ -25,6 +25,14 @@ pub struct LineBufferedArg {
     pub line_buffered: bool,
 }
 
+/// `-o FILE` alone, for the tools that read no FILE arguments (`bpe-model`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct OutputArg {
+    /// Write output to FILE atomically (a temporary file in the same folder, then rename)
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
 /// Flags every tool takes, with the same meaning everywhere.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct CommonArgs {
@@ -59,7 +67,13 @@ pub fn stderr_line(line: fmt::Arguments<'_>) {
 /// reported in the suite's format, `TOOL: error: WHAT` on its first line, so a script
 /// that looks for `TOOL: error:` finds clap's errors as it finds ours; clap's hints (the
 /// usage line, a tip) follow on the lines below it.
+///
+/// `TOOL --generate KIND` (the first argument) prints a shell completion script instead:
+/// see [`generate`].
 pub fn parse_args<A: clap::Parser>(tool: &str) -> std::result::Result<A, ExitCode> {
+    if let Some(status) = generate::<A>(tool) {
+        return Err(status);
+    }
     A::try_parse().map_err(|err| {
         use clap::error::ErrorKind;
         if matches!(
@@ -74,6 +88,46 @@ pub fn parse_args<A: clap::Parser>(tool: &str) -> std::result::Result<A, ExitCod
         let _ = io::stderr().write_all(text.as_bytes());
         ExitCode::from(2)
     })
+}
+
+/// The kinds `--generate` takes.
+pub const GENERATE_KINDS: [&str; 3] = ["complete-bash", "complete-zsh", "complete-fish"];
+
+/// `TOOL --generate complete-bash|complete-zsh|complete-fish`: writes the tool's
+/// completion script for that shell, generated from its flag definitions, to standard
+/// output. `None` when the command line does not start with `--generate`; otherwise the
+/// exit status (2 for an unknown kind, 1 when the script cannot be written).
+fn generate<A: clap::CommandFactory>(tool: &str) -> Option<ExitCode> {
+    use clap_complete::Shell;
+    let mut args = std::env::args_os().skip(1);
+    if args.next()? != "--generate" {
+        return None;
+    }
+    let kind = args.next();
+    let shell = match kind.as_ref().and_then(|k| k.to_str()) {
+        Some("complete-bash") => Shell::Bash,
+        Some("complete-zsh") => Shell::Zsh,
+        Some("complete-fish") => Shell::Fish,
+        _ => {
+            stderr_line(format_args!(
+                "{tool}: error: --generate takes one of {}",
+                GENERATE_KINDS.join(", ")
+            ));
+            return Some(ExitCode::from(2));
+        }
+    };
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut A::command(), tool, &mut script);
+    let mut stdout = io::stdout().lock();
+    match stdout.write_all(&script).and_then(|()| stdout.flush()) {
+        Ok(()) => Some(ExitCode::SUCCESS),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Some(ExitCode::SUCCESS),
+        Err(e) => {
+            let e = crate::Error::write(e).in_file("<stdout>");
+            stderr_line(format_args!("{tool}: error: {e}"));
+            Some(ExitCode::from(1))
+        }
+    }
 }
 
 /// clap's rendering of a usage error (`error: WHAT`, then hints) with the tool's name

@@ -50,7 +50,7 @@ pub enum TrainEvent<'a> {
     OverLimit { kept: usize, wanted: usize },
 }
 
-/// The seed's `--verbose` line: `merge 1/3: (104, 97) -> 256 (b'ha') had 3 occurrences`.
+/// The `--verbose` line, minbpe's: `merge 1/3: (104, 97) -> 256 (b'ha') had 3 occurrences`.
 pub fn merge_log_line(merge: &Merge, index: usize, total: usize, token: &[u8]) -> String {
     format!(
         "merge {index}/{total}: ({}, {}) -> {} ({}) had {} occurrences",
@@ -149,7 +149,7 @@ pub fn train(
             Ok(())
         })?;
         let model = counter.finish(config.vocab_size)?;
-        return crate::word::write_model(out, &model).map_err(Error::write);
+        return crate::format::word_file::write_model(out, &model).map_err(Error::write);
     }
     check_specials(&config.specials)?;
     let vocab_size = config.vocab_size.unwrap_or(DEFAULT_VOCAB_SIZE);
@@ -177,7 +177,7 @@ pub fn train(
     };
     let merges = match &config.split {
         None => {
-            // The seed's algorithm needs the whole sequence in memory.
+            // Whole-text BPE needs the whole sequence in memory.
             let text = input::read_all(sources, config.no_mmap)?;
             check_train_len(text.len())?;
             match cut_specials(&text, &config.specials)[..] {

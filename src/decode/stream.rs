@@ -32,20 +32,13 @@ const DECODE_PARALLEL_MIN: usize = 1 << 18;
 /// at a time by the general parser, which reads what is valid JSON and names the line
 /// of what is not, after everything before it is written.
 ///
-/// Performance notes (27 MB of text from 558,607 records of a 32k model, 2 cores, output
-/// to a file; best of several runs): 0.08-0.11 s wall, 0.15 s CPU before this design, when
-/// each 4 MB run was cut into one part per thread, the parts decoded, then written while
-/// the threads waited, and the run was searched for `{` (headers) and its lines counted
-/// in separate passes: the second thread gained nothing and doubled the CPU time. With
-/// this design the threads' CPU time adds up to about one thread's (`-j 1`: 70 ms). A
-/// mapped file is one run, so the threads are never drained in the middle. What did not
-/// measurably help (on a machine busy with other work): a thread mapping the input's
-/// pages while the header's model loads.
-///
-/// The pieces of a long line (`--whole`) are written as they are decoded, so memory
-/// stays bounded by the items; an error inside such a record comes after its bytes
-/// before the bad piece. (Holding the record until its end, as before, cost a 100 MB
-/// record 270 MB of memory and ~0.1 s of page faults.)
+/// Kept decisions: the writer writes while the threads decode the next items, so two
+/// threads' CPU time adds up to about one thread's (27 MB of text from 558,607 records of
+/// a 32k model: `-j 1` 70 ms of CPU); a mapped file is one run, so the threads are never
+/// drained in the middle. The pieces of a long line (`--whole`) are written as they are
+/// decoded, so memory stays bounded by the items (holding a 100 MB record until its end
+/// cost 270 MB); an error inside such a record therefore comes after its bytes before
+/// the bad piece.
 pub(crate) struct StreamDecoder {
     fixed: bool,
     current: Option<Model>,

@@ -1,9 +1,15 @@
 //! The suite's file and stream formats, read and written in one place: model files
-//! (BPE and word), tiktoken rank files, and id streams. Their normative description is
-//! `docs/formats.md`; this module also resolves `-m MODEL` to a model.
+//! (BPE and word), and the model formats of the libraries the field uses (tiktoken rank
+//! files, HF `tokenizer.json`, minbpe `.model`), and id streams. This module also resolves
+//! `-m MODEL` to a model, telling the formats apart by content: a JSON object whose first
+//! key is one `tokenizers` writes is a `tokenizer.json`, a first line `minbpe v1` a minbpe
+//! file, a first line `base64 number` a rank file, anything else a model file (and the
+//! file name's extension decides only when the content says nothing).
 
+pub mod hf;
 pub mod ids;
 pub(crate) mod json;
+pub mod minbpe;
 pub mod model_file;
 pub mod tiktoken;
 pub mod word_file;
@@ -15,17 +21,79 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::identity::{sha256_hex, ModelSource};
 use crate::input::{self, Source};
-use crate::model::Model;
+use crate::model::{Model, SpecialToken};
 use crate::pretokenize::SplitSpec;
 
 /// The name of the default model of `bpe-encode` and `bpe-decode`.
 pub const DEFAULT_MODEL: &str = "o200k_base";
 
-/// Loads `-m MODEL`: a built-in name, a tiktoken rank file (`*.tiktoken`, split by
-/// `tiktoken_split`), or a model file.
+/// The formats a model can be read from (and, but for the built-ins, written to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelFormat {
+    /// A model compiled into the binaries.
+    Builtin,
+    /// The suite's own model file (NDJSON).
+    Ndjson,
+    /// HF tokenizers' `tokenizer.json`.
+    Hf,
+    /// A tiktoken rank file.
+    Tiktoken,
+    /// A minbpe `.model` file.
+    Minbpe,
+}
+
+impl ModelFormat {
+    /// The name `bpe-model` uses for the format.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelFormat::Builtin => "builtin",
+            ModelFormat::Ndjson => "ndjson",
+            ModelFormat::Hf => "hf",
+            ModelFormat::Tiktoken => "tiktoken",
+            ModelFormat::Minbpe => "minbpe",
+        }
+    }
+}
+
+/// A model as loaded: the model, the format it was read from, and notes on what the
+/// source library does that the suite's ids do not show (see [`hf`], [`minbpe`]).
+#[derive(Debug)]
+pub struct Loaded {
+    pub model: Model,
+    pub format: ModelFormat,
+    pub notes: Vec<String>,
+}
+
+/// What a rank file needs beside it: the split pattern and the special tokens (tiktoken's
+/// `pat_str` and `special_tokens`). Other formats carry their own, and refuse these.
+#[derive(Debug, Clone, Default)]
+pub struct RankFileOptions {
+    /// `--split` (`None`: each record is one sequence, or no `--split` was given).
+    pub split: Option<SplitSpec>,
+    pub specials: Vec<SpecialToken>,
+}
+
+/// Loads `-m MODEL`: a built-in name, or a file of any format the suite reads (a model
+/// file, a tiktoken rank file split by `tiktoken_split`, an HF `tokenizer.json`, a minbpe
+/// `.model`), told apart by content.
 pub fn load(spec: &str, tiktoken_split: Option<SplitSpec>) -> Result<Model> {
+    let options = RankFileOptions {
+        split: tiktoken_split,
+        specials: Vec::new(),
+    };
+    Ok(open(spec, &options)?.model)
+}
+
+/// Loads `-m MODEL` as [`load`] does, saying which format it was and with its notes.
+/// `options` apply to a rank file only: given for another format, they are a usage error.
+pub fn open(spec: &str, options: &RankFileOptions) -> Result<Loaded> {
     if let Some(model) = crate::model::builtin(spec) {
-        return Ok(Model::Bpe(model));
+        rank_options_unused(options, spec, "a built-in model")?;
+        return Ok(Loaded {
+            model: Model::Bpe(model),
+            format: ModelFormat::Builtin,
+            notes: Vec::new(),
+        });
     }
     let path = Path::new(spec);
     // A bare name that is no file was most likely meant as a built-in: say which exist.
@@ -40,22 +108,95 @@ pub fn load(spec: &str, tiktoken_split: Option<SplitSpec>) -> Result<Model> {
     }
     let source = Source::file(path);
     let data = input::read_source(&source, false)?;
+    parse(&data, spec, options)
+}
+
+/// Which format `data` is in, by its content; by the file name's extension when the
+/// content says nothing (an empty or damaged file, whose parser then names the problem).
+pub fn detect(data: &[u8], name: &str) -> ModelFormat {
+    if hf::looks_like(data) {
+        ModelFormat::Hf
+    } else if minbpe::looks_like(data) {
+        ModelFormat::Minbpe
+    } else if tiktoken::looks_like(data) {
+        ModelFormat::Tiktoken
+    } else if data.first() == Some(&b'{') || data.starts_with(json::BOM) {
+        ModelFormat::Ndjson
+    } else if name.ends_with(".tiktoken") {
+        ModelFormat::Tiktoken
+    } else if name.ends_with(".model") {
+        ModelFormat::Minbpe
+    } else {
+        ModelFormat::Ndjson
+    }
+}
+
+/// Parses the bytes of a model file named `name` (for messages and the id-stream header),
+/// whatever its format.
+pub fn parse(data: &[u8], name: &str, options: &RankFileOptions) -> Result<Loaded> {
     let named = |sha256| ModelSource::File {
-        name: spec.to_string(),
+        name: name.to_string(),
         sha256,
     };
-    if spec.ends_with(".tiktoken") {
-        let model =
-            tiktoken::load_rank_file(&data, named(sha256_hex(&data)), tiktoken_split, vec![])
-                .map_err(|e| e.in_file(spec))?;
-        return Ok(Model::Bpe(model));
+    let format = detect(data, name);
+    let (model, notes) = match format {
+        ModelFormat::Tiktoken => {
+            let model = tiktoken::load_rank_file(
+                data,
+                named(sha256_hex(data)),
+                options.split.clone(),
+                options.specials.clone(),
+            )
+            .map_err(|e| e.in_file(name))?;
+            (Model::Bpe(model), Vec::new())
+        }
+        ModelFormat::Hf | ModelFormat::Minbpe => {
+            rank_options_unused(options, name, "this file")?;
+            let (result, sha256) = crate::parallel::both(
+                true,
+                || match format {
+                    ModelFormat::Hf => hf::read(data, named(String::new()), name),
+                    _ => minbpe::read(data, named(String::new()), name),
+                },
+                || sha256_hex(data),
+            );
+            let (mut model, notes) = result?;
+            model.source = named(sha256);
+            (Model::Bpe(model), notes)
+        }
+        ModelFormat::Ndjson | ModelFormat::Builtin => {
+            rank_options_unused(options, name, "a model file")?;
+            let (model, sha256) =
+                model_file::parse_beside(data, named(String::new()), name, || sha256_hex(data));
+            let mut model = model?;
+            match &mut model {
+                Model::Bpe(bpe) => bpe.source = named(sha256),
+                Model::Word(word) => word.source = named(sha256),
+            }
+            (model, Vec::new())
+        }
+    };
+    Ok(Loaded {
+        model,
+        format,
+        notes,
+    })
+}
+
+/// `--split` and `--special` are for rank files, which carry neither; every other model
+/// carries its own.
+fn rank_options_unused(options: &RankFileOptions, name: &str, what: &str) -> Result<()> {
+    if options.split.is_some() {
+        return Err(Error::usage(format!(
+            "--split applies only to tiktoken rank files, and {name} is {what}, which carries its \
+             own pattern"
+        )));
     }
-    let (model, sha256) =
-        model_file::parse_beside(&data, named(String::new()), spec, || sha256_hex(&data));
-    let mut model = model?;
-    match &mut model {
-        Model::Bpe(bpe) => bpe.source = named(sha256),
-        Model::Word(word) => word.source = named(sha256),
+    if !options.specials.is_empty() {
+        return Err(Error::usage(format!(
+            "--special applies only to tiktoken rank files, and {name} is {what}, which carries \
+             its own special tokens"
+        )));
     }
-    Ok(model)
+    Ok(())
 }

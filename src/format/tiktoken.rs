@@ -12,6 +12,7 @@
 use ahash::AHashMap;
 
 use crate::error::{Error, Result};
+use crate::model::merge_list;
 use crate::model::tables::{self, RankTables};
 use crate::model::{BpeModel, ModelSource, PairIds, PairTable, SpecialToken};
 use crate::pretokenize::SplitSpec;
@@ -84,4 +85,99 @@ pub fn load_rank_file(
         token_bytes.into(),
         token_offsets.into(),
     ))
+}
+
+/// Writes `model` as a tiktoken rank file: `base64(token) id` for every ordinary id, in
+/// id order. A rank table (a built-in, a rank file) is written as it is; a merge list
+/// only when tiktoken's rank BPE gives back each of its merges (see
+/// [`crate::model::merge_list`]), and never with two ids for the same bytes. The file
+/// holds neither the split pattern nor the special tokens: they go to
+/// `tiktoken.Encoding(pat_str=..., special_tokens=...)`, and to `--split` when the suite
+/// reads the file back.
+pub fn write_rank_file(model: &BpeModel, w: &mut dyn std::io::Write) -> Result<()> {
+    let ranks = merge_list::ids_by_bytes(model)
+        .map_err(|e| Error::data(format!("{e}, which a rank file cannot hold")))?;
+    if !model.merges.is_empty() {
+        merge_list::check_rank_bpe(model, &model.merges, &ranks).map_err(Error::data)?;
+    }
+    let mut out = Vec::with_capacity(model.token_bytes().len() * 2 + 8 * ranks.len());
+    for id in merge_list::token_ids(model) {
+        if let Some(token) = model.token(id) {
+            encode_base64(token, &mut out);
+            out.extend_from_slice(format!(" {id}\n").as_bytes());
+        }
+        if out.len() > 1 << 20 {
+            w.write_all(&out).map_err(Error::write)?;
+            out.clear();
+        }
+    }
+    w.write_all(&out).map_err(Error::write)
+}
+
+/// Standard base64 with `=` padding, as tiktoken writes it, onto `out`.
+pub(crate) fn encode_base64(bytes: &[u8], out: &mut Vec<u8>) {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for chunk in bytes.chunks(3) {
+        let mut acc = [0u8; 3];
+        acc[..chunk.len()].copy_from_slice(chunk);
+        let n = u32::from(acc[0]) << 16 | u32::from(acc[1]) << 8 | u32::from(acc[2]);
+        for k in 0..4 {
+            if k <= chunk.len() {
+                out.push(ABC[(n >> (18 - 6 * k) & 63) as usize]);
+            } else {
+                out.push(b'=');
+            }
+        }
+    }
+}
+
+/// Whether `data` looks like a rank file: its first non-blank line is a base64 token, a
+/// space and a number.
+pub fn looks_like(data: &[u8]) -> bool {
+    let Some(line) = data
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .find(|l| !l.iter().all(u8::is_ascii_whitespace))
+    else {
+        return false;
+    };
+    let mut fields = line.split(|&b| b == b' ');
+    let (Some(token), Some(rank), None) = (fields.next(), fields.next(), fields.next()) else {
+        return false;
+    };
+    let mut decoded = Vec::new();
+    !token.is_empty()
+        && tables::decode_base64(token, &mut decoded)
+        && !rank.is_empty()
+        && rank.iter().all(u8::is_ascii_digit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trips() {
+        let mut below = crate::test_rng::below_usize(0xBA5E_0064);
+        for _ in 0..500 {
+            let bytes: Vec<u8> = (0..below(20)).map(|_| below(256) as u8).collect();
+            let mut text = Vec::new();
+            encode_base64(&bytes, &mut text);
+            let mut back = Vec::new();
+            assert!(tables::decode_base64(&text, &mut back));
+            assert_eq!(back, bytes);
+        }
+        let mut text = Vec::new();
+        encode_base64(b"hello", &mut text);
+        assert_eq!(text, b"aGVsbG8=");
+    }
+
+    #[test]
+    fn sniffing() {
+        assert!(looks_like(b"IQ== 0\nIg== 1\n"));
+        assert!(looks_like(b"\nIQ== 0\r\n"));
+        assert!(!looks_like(b"{\"kind\":\"bpe\"}"));
+        assert!(!looks_like(b"minbpe v1\n"));
+        assert!(!looks_like(b"97 98\n"));
+    }
 }

@@ -4,6 +4,7 @@
 //! [`crate::format`].
 
 mod builtin;
+pub mod merge_list;
 mod pairs;
 pub(crate) mod tables;
 
@@ -30,7 +31,7 @@ pub struct SpecialToken {
 #[derive(Debug, Clone)]
 pub struct BpeModel {
     pub source: ModelSource,
-    /// `None` for the seed's whole-text BPE (`--split none`).
+    /// `None` for byte-level BPE over each record as one sequence (`--split none`).
     pub split: Option<SplitSpec>,
     pub specials: Vec<SpecialToken>,
     /// `base_id_of_byte[b]` is the id that stands for byte `b` (identity for trained
@@ -296,7 +297,7 @@ pub fn merges_within_limit(merges: &[(u32, u32)]) -> usize {
 /// `(token_bytes, token_offsets)` as `BpeModel` stores them, or `Err(k)` when merge `k`
 /// (0-based) takes the tokens past [`MAX_TOKEN_BYTES`] in all. Tokens can grow that long
 /// from few merges: each can double the longest one, and on text without repeats the
-/// seed's ties merge onto the same token again and again (30 KB of random bytes trained
+/// minbpe tie rule merges onto the same token again and again (30 KB of random bytes trained
 /// to the end: 26,427 merges, 350 MB of tokens).
 ///
 /// # Panics
@@ -364,15 +365,39 @@ impl BpeModel {
         base_id_of_byte: [u32; 256],
         merges: Vec<(u32, u32)>,
     ) -> BpeModel {
-        let token_offsets = token_offsets(&merges)
-            .unwrap_or_else(|k| panic!("merge {k}: tokens over {MAX_TOKEN_BYTES} bytes"));
-        let merge_ids = merges
-            .iter()
-            .enumerate()
-            .map(|(k, &pair)| (pair, 256 + k as u32))
-            .collect::<AHashMap<_, _>>()
-            .into();
-        BpeModel::from_merge_list(
+        Self::try_from_merges(source, split, specials, base_id_of_byte, merges)
+            .unwrap_or_else(|k| panic!("merge {k}: tokens over {MAX_TOKEN_BYTES} bytes"))
+    }
+
+    /// [`BpeModel::from_merges`], or `Err(k)` when merge `k` (0-based) takes the tokens
+    /// past [`MAX_TOKEN_BYTES`] in all.
+    ///
+    /// # Panics
+    /// If a merge uses an id not defined before it.
+    pub fn try_from_merges(
+        source: ModelSource,
+        split: Option<SplitSpec>,
+        specials: Vec<SpecialToken>,
+        base_id_of_byte: [u32; 256],
+        merges: Vec<(u32, u32)>,
+    ) -> std::result::Result<BpeModel, usize> {
+        let token_offsets = token_offsets(&merges)?;
+        // A slot table, which the encoder reads in place, when the ids fit one; a pair
+        // listed twice keeps its first id.
+        let merge_ids = if 256 + merges.len() < 1 << tables::PAIR_ID_BITS {
+            let mut table = PairTable::with_capacity(merges.len());
+            for (k, &(a, b)) in merges.iter().enumerate() {
+                table.insert(a, b, 256 + k as u32);
+            }
+            PairIds::from_table(table)
+        } else {
+            let mut map = AHashMap::with_capacity(merges.len());
+            for (k, &pair) in merges.iter().enumerate() {
+                map.entry(pair).or_insert(256 + k as u32);
+            }
+            map.into()
+        };
+        Ok(BpeModel::from_merge_list(
             source,
             split,
             specials,
@@ -380,7 +405,7 @@ impl BpeModel {
             merges,
             merge_ids,
             token_offsets,
-        )
+        ))
     }
 }
 

@@ -149,6 +149,20 @@ pub fn preset_pattern(name: &str) -> Option<&'static str> {
     }
 }
 
+/// The split spec of a pattern's text: named after the preset whose exact text it is
+/// (`r50k` for the pattern r50k_base and p50k_base share), else `custom`. Used where a
+/// pattern arrives without a name (HF `tokenizer.json`, minbpe `.model`).
+pub fn split_of_pattern(pattern: &str) -> SplitSpec {
+    let name = ["gpt2", "gpt4", "cl100k", "o200k", "r50k"]
+        .into_iter()
+        .find(|name| preset_pattern(name) == Some(pattern))
+        .unwrap_or("custom");
+    SplitSpec {
+        name: name.to_string(),
+        pattern: pattern.to_string(),
+    }
+}
+
 /// Cuts text into chunks by a split pattern.
 pub struct Splitter {
     engine: Engine,

@@ -1,4 +1,4 @@
-//! word: the seed's word-based tokenizer. Words are the pieces of Python's `str.split()`;
+//! word: the word-level tokenizer. Words are the pieces of Python's `str.split()`;
 //! this module owns the whitespace set, word counting (streamed and on both cores),
 //! the vocabulary with `[UNK]`, the word model file, encoding, decoding and the coverage
 //! statistics behind `bpe-encode --stats`.
@@ -42,30 +42,13 @@
 //! most frequent words are kept; among words with equal counts the one that first appears
 //! earlier in the text wins. Kept words get ids `0..` in sorted byte order (Python sorts
 //! `str` by code point, which is the same order as UTF-8 bytes), and `[UNK]` takes the next
-//! id. For `Life is short eat dessert first` this is the seed's
+//! id. For `Life is short eat dessert first` this is
 //! `{'Life': 0, 'dessert': 1, 'eat': 2, 'first': 3, 'is': 4, 'short': 5}`, `[UNK]` = 6.
 //!
 //! # Model file
 //!
-//! NDJSON. Line 1 is the header, then one line per word in id order:
-//!
-//! ```text
-//! {"kind":"word","version":1,"unk":"[UNK]"}
-//! {"id":0,"word":"Life","count":1}
-//! {"id":1,"hex":"6361ff","count":2}
-//! ```
-//!
-//! - `id`: required, consecutive from 0.
-//! - `word`: the word as a JSON string, for words that are valid UTF-8.
-//! - `hex`: instead of `word`, for a word that is not valid UTF-8: its bytes in hex
-//!   (lowercase when written, either case read). Exactly one of `word`/`hex` per line.
-//! - `count`: how often the word occurred when learned; optional, display only.
-//!
-//! `[UNK]`'s id is the number of word lines, so `head -n K` of a model file is a valid
-//! smaller model. Header fields: `kind` (`"word"`), `version` (1), `unk` (the unknown
-//! token's text, `"[UNK]"` if absent). Unknown fields, on any line, are errors; so are a
-//! duplicated word, an empty word and a word containing whitespace (it could never be
-//! produced by splitting). Blank lines are skipped.
+//! NDJSON, described in `docs/formats.md` ("Word models"), read and written by
+//! [`crate::format::word_file`].
 //!
 //! In memory ([`WordModel`]) a word that is not valid UTF-8 is held as a `String` made of a
 //! space followed by the hex of its bytes (`" 6361ff"`). No real word contains a space, so
@@ -102,16 +85,10 @@
 //!   parser; anything else (other key order, escapes, spacing) goes through serde_json,
 //!   and a test checks both read the same. Large model files are read in two halves on
 //!   two threads ([`parse_model_text`]), their SHA-256 on a third.
-//! - Loading the 540k-word model of the 27 MB benchmark text (26 MB): 0.29 s CPU before
-//!   this design (one String per word, hashbrown inserts in id order), ~0.15 s after;
-//!   encoding the text with it, load included: 0.78 s CPU before, ~0.4 s after (both
-//!   figures measured while other builds ran on the machine: compare them to each other,
-//!   not to BENCHMARKS.md).
+//!   Loading the 540k-word model of the 27 MB benchmark text (26 MB) takes ~0.15 s of
+//!   CPU with this layout, against 0.29 s with a `String` per word in a hash map.
 //! - Inputs below [`PARALLEL_MIN_BYTES`] are counted on one thread: thread start-up and
 //!   the merge cost more than they save there.
-//! - Earlier figures (27 MB of Debian documentation, 3.18 M words; release build; CPU
-//!   seconds, as the machine ran at load 10-14 on 2 vCPUs): split 0.05 s; train
-//!   0.65-0.81 s. Current figures: BENCHMARKS.md.
 
 mod count;
 mod encode;
@@ -129,12 +106,10 @@ pub use vocab::{Repeat, WordIds, WordList};
 
 use crate::identity::ModelSource;
 
-pub use crate::format::word_file::{write_model, FORMAT_VERSION};
-
 /// The unknown-word token's default text.
 pub const UNK: &str = "[UNK]";
 
-/// A word-level vocabulary (the seed's first tokenizer): words by id, and `[UNK]`.
+/// A word-level vocabulary: words by id, and `[UNK]`.
 #[derive(Debug, Clone)]
 pub struct WordModel {
     pub source: ModelSource,

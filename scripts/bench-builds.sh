@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The portable default build beside the tuned build (scripts/build-tuned.sh), job by job,
+# in one run with the two alternated (hyperfine), so that the host's drift hits both:
+# train 27 MB (--split none and gpt4), encode o200k_base on one thread and on all, decode,
+# the attention kernel, and start-up. Prints a Markdown table: mean wall time of each,
+# and tuned/portable (above 1: the portable build is slower).
+#
+# Needs: hyperfine (Debian), bench/corpora/mixed-27M.txt (scripts/build-corpora.sh).
+# Usage: scripts/bench-builds.sh [RUNS]   (default 5 runs of each command)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+RUNS=${1:-5}
+CORPUS=$ROOT/bench/corpora/mixed-27M.txt
+[ -f "$CORPUS" ] || { echo "bench-builds: run scripts/build-corpora.sh first" >&2; exit 1; }
+command -v hyperfine >/dev/null || { echo "bench-builds: needs hyperfine" >&2; exit 1; }
+
+echo "bench-builds: building both" >&2
+cargo build --quiet --release --locked --bins --example attn-bench
+scripts/build-tuned.sh --quiet --bins --example attn-bench 2>/dev/null
+P=$ROOT/target/release
+T=$ROOT/target/x86_64-unknown-linux-gnu/release
+OUT=$ROOT/bench/out/builds
+mkdir -p "$OUT"
+"$P/bpe-encode" "$CORPUS" -o "$OUT/o200k.ids"
+
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
+avx512=$(grep -qw avx512f /proc/cpuinfo && echo "AVX-512" || echo "no AVX-512")
+echo "Host: $cpu ($avx512), $(nproc) cores; commit $(git rev-parse --short HEAD); $(date -u +%F\ %H:%M) UTC; $RUNS runs each"
+echo
+echo "| job | portable s | tuned s | tuned/portable |"
+echo "|---|---:|---:|---:|"
+row() {
+    local name=$1 cmd=$2
+    hyperfine -N -w 1 -r "$RUNS" --export-json "$OUT/row.json" \
+        "${cmd//@/$P}" "${cmd//@/$T}" >/dev/null 2>&1 || { echo "| $name | failed | | |"; return; }
+    python3 - "$name" "$OUT/row.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[2]))["results"]
+p, t = r[0]["mean"], r[1]["mean"]
+print(f"| {sys.argv[1]} | {p:.3f} | {t:.3f} | {p / t:.3f} |")
+PY
+}
+row "train 27 MB, vocab 32768, --split none" "@/bpe-train -q --vocab-size 32768 $CORPUS -o /dev/null"
+row "train 27 MB, vocab 32768, --split gpt4" "@/bpe-train -q --vocab-size 32768 --split gpt4 $CORPUS -o /dev/null"
+row "encode 27 MB, o200k_base, 1 thread" "@/bpe-encode -j 1 $CORPUS -o /dev/null"
+row "encode 27 MB, o200k_base, all threads" "@/bpe-encode $CORPUS -o /dev/null"
+row "decode 27 MB of text (o200k_base ids)" "@/bpe-decode $OUT/o200k.ids -o /dev/null"
+row "attention kernel, T 4096, 8x64 heads, causal" "@/examples/attn-bench 4096 8 64 causal 3"
+row "start-up: echo hi | bpe-encode (100 runs)" "sh -c 'for i in \$(seq 100); do echo hi | @/bpe-encode >/dev/null; done'"
