@@ -167,7 +167,7 @@ impl Encoder<'_> {
     /// Walking both edges from the top, always down the side whose current token was
     /// made later, visits every `x`, `y` present together: at most the two edges'
     /// lengths of pair lookups. The same argument, token by token, gives the rule
-    /// [`Encoder::mend`] rests on: tokens that are each their own BPE, every two
+    /// [`Encoder::bpe_long`] rests on: tokens that are each their own BPE, every two
     /// neighbours compatible, are the BPE of their bytes (a first merge across any
     /// boundary would be one across that boundary alone), and conversely.
     pub(super) fn compatible(&self, cache: &mut PairCache, a: u32, b: u32) -> bool {

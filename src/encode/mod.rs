@@ -28,14 +28,17 @@
 //!   heap keyed by `(merge id, position)` with lazy deletion ([`MergeQueue`], a binary
 //!   heap when ids are not monotone), O(n log n): 1 MB of one repeated byte, or of
 //!   random letters, stays under a second.
-//! - With a model file, sequences of more than 512 bytes are cut into pieces of
-//!   [`PIECE_LEN`] bytes, each encoded by the scan, and mended where two pieces meet
-//!   ([`Encoder::bpe_pieces`]; exact, see [`Encoder::compatible`]): the heap ran at
-//!   4-10 MB/s on such sequences (cache misses on long lists). One thread, 32k
-//!   `--split none` model, whole command (CPU s, old against new): the 27 MB text as
-//!   one `--whole` record 9.36 -> 1.77 (and 5.83 -> 1.09 s wall on both cores), lines
-//!   of 128 KB 1.08-1.23 -> 0.41-0.45, lines of 2 KB 0.81-1.13 -> 0.51-0.53; its text
-//!   lines (few longer than 512 bytes) the same, 1.34-1.36 against 1.35-1.37.
+//! - Sequences longer than `2 * `[`STEP`] bytes are encoded left to right in steps of
+//!   [`STEP`] bytes, each step encoding again the last [`BACK`] ids with the new bytes
+//!   and joined where the two are compatible ([`Encoder::bpe_long`]; exact, see there):
+//!   working memory stays that of one step whatever the length, and every step is a
+//!   short scan. With a model file compatibility is read from the merges
+//!   ([`Encoder::compatible`]); with a rank table, by encoding the two tokens' bytes.
+//!   10 MB without a split point, one thread, whole command (CPU s and peak RSS,
+//!   before -> after; the `bpe` crate's backtracking encoder beside, BENCHMARKS.md "Long
+//!   chunks"): random letters with o200k_base 8.2 s / 315 MiB -> 1.5 s / 45 MiB (crate
+//!   3.6 s / 118 MiB). Before, model files' sequences were cut into pieces mended where
+//!   they met, and rank tables' went to the heap below, which ran at 1-5 MB/s there.
 //! - The first round of pairs comes from a 64K table of byte pairs; later pairs from a
 //!   flat table of 8-byte slots (models of up to 128K pairs: 512 KB for a 32k model,
 //!   L2-resident) behind a one-hash Bloom filter (most pairs a merge creates are no
