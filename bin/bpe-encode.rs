@@ -4,11 +4,16 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use toksuite::cli::{self, CommonArgs, Output};
+use toksuite::cli::{self, CommonArgs};
 use toksuite::cmd::encode::{self, EncodeConfig};
 use toksuite::encode::AllowedSpecial;
 use toksuite::format;
+use toksuite::format::tokens::Format;
 use toksuite::pretokenize;
+
+// Out of memory is `TOOL: error: out of memory ...` and exit 1, not an abort.
+#[global_allocator]
+static ALLOC: cli::ExitOnOom = cli::ExitOnOom;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -16,9 +21,15 @@ Examples:
   echo 'some text' | bpe-encode -m merges.json | bpe-decode
   bpe-encode -m tokenizer.json --allowed-special all chat.txt
   bpe-encode -m cl100k_base --count --whole book.txt
-  echo 'Life is short eat dessert first' | bpe-encode -m words.json | attn";
+  bpe-encode --field text --format megatron --eot '<|endoftext|>' -o data/corpus docs.jsonl
+  bpe-encode -m r50k_base --field text --format u16 --eot '<|endoftext|>' -o train.bin docs.jsonl
+  bpe-encode -m r50k_base --field text --format llmc --bos '<|endoftext|>' --shard-tokens 100000000 -o data/fineweb docs.jsonl
+  bpe-encode -m r50k_base --whole --format llmc book.txt | bpe-decode -m r50k_base --whole
+  echo 'Life is short eat dessert first' | bpe-encode -m words.json | attn
+  bpe-encode --model-pipe -m <(zcat merges.json.gz) book.txt";
 
-/// Encode text into token ids: one NDJSON array per input line (or per input, --whole).
+/// Encode text into token ids: one NDJSON array per input line (or per input, --whole, or
+/// per JSONL document, --field), or a token file for LLM trainers (--format).
 #[derive(Parser)]
 #[command(name = "bpe-encode", version, after_help = EXAMPLES)]
 struct Args {
@@ -54,6 +65,40 @@ struct Args {
     #[arg(long, value_name = "NAME|REGEX")]
     split: Option<String>,
 
+    /// Read JSONL: each line is a JSON object, and the string value of its member NAME is
+    /// one record, exactly (newlines included)
+    #[arg(long, value_name = "NAME")]
+    field: Option<String>,
+
+    /// With --field: skip lines without a usable NAME (blank, bad JSON, missing, null, not
+    /// a string) and count them on standard error, instead of stopping at the first
+    #[arg(long)]
+    skip_invalid: bool,
+
+    /// Output: ndjson (id arrays), u16 or u32 (raw little-endian ids), llmc (llm.c's
+    /// header and uint16 ids), megatron (PREFIX.bin and PREFIX.idx, with -o PREFIX)
+    #[arg(long, value_name = "FORMAT", default_value = "ndjson",
+          value_parser = clap::builder::PossibleValuesParser::new(Format::NAMES))]
+    format: String,
+
+    /// Write TOKEN (a special token's text, a token, or an id) after each record
+    /// (nanoGPT, Megatron's --append-eod; Megatron: not after an empty document)
+    #[arg(long, value_name = "TOKEN")]
+    eot: Option<String>,
+
+    /// Write TOKEN (a special token's text, a token, or an id) before each record
+    /// (llm.c's FineWeb files)
+    #[arg(long, value_name = "TOKEN")]
+    bos: Option<String>,
+
+    /// --format llmc: write shards of N tokens each, -o PREFIX giving PREFIX_000000.bin,
+    /// PREFIX_000001.bin, ... (a document is cut where a shard fills, as llm.c does)
+    #[arg(long, value_name = "N")]
+    shard_tokens: Option<u64>,
+
+    #[command(flatten)]
+    model_pipe: cli::ModelPipeArg,
+
     #[command(flatten)]
     threads: cli::ThreadsArg,
 
@@ -75,7 +120,7 @@ fn main() -> ExitCode {
             Some(value) => pretokenize::parse_split(value)?,
             None => None,
         };
-        let model = format::load(&args.model, split)?;
+        let model = format::load_with(&args.model, split, args.model_pipe.options())?;
         let allowed_special = match args.allowed_special.as_deref() {
             None => AllowedSpecial::None,
             Some("all") => AllowedSpecial::All,
@@ -90,16 +135,28 @@ fn main() -> ExitCode {
             threads: args.threads.count(),
             no_mmap: args.common.no_mmap,
             line_buffered: args.line_buffered.line_buffered,
+            field: args.field.clone(),
+            skip_invalid: args.skip_invalid,
+            format: Format::parse(&args.format).unwrap_or(Format::Ndjson),
+            eot: args.eot.clone(),
+            bos: args.bos.clone(),
+            shard_tokens: args.shard_tokens,
+            output: args.common.output.clone(),
         };
-        let mut out = Output::create(args.common.output.as_deref())?
-            .line_buffered(args.line_buffered.line_buffered);
-        let result = encode::encode(&config, &sources, &mut out);
+        let result = encode::encode(&config, &sources);
         // The process ends here: freeing a large model word by word (a 540k-word model
         // is 540k allocations) costs more than the system reclaiming it at exit.
         std::mem::forget(config);
-        let stats = out.finish_with(result)?;
+        let report = result?;
+        if report.skipped.lines > 0 {
+            let field = args.field.as_deref().unwrap_or_default();
+            cli::stderr_line(format_args!(
+                "bpe-encode: {}",
+                report.skipped.summary(field)
+            ));
+        }
         if args.stats {
-            cli::stderr_line(format_args!("bpe-encode: {}", stats.summary()));
+            cli::stderr_line(format_args!("bpe-encode: {}", report.stats.summary()));
         }
         Ok(())
     })

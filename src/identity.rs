@@ -15,8 +15,12 @@ pub enum ModelSource {
 
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
+    hex(&Sha256::digest(bytes))
+}
+
+/// Lowercase hex of a digest.
+pub(crate) fn hex(digest: &[u8]) -> String {
+    let mut hex = String::with_capacity(2 * digest.len());
     for b in digest {
         hex.push_str(&format!("{b:02x}"));
     }

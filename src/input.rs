@@ -1,6 +1,8 @@
 //! Reading inputs: FILE arguments or standard input, memory-mapped when that is safe
 //! and useful (named regular files of non-zero length), read normally otherwise; by
-//! line (records with file name and line number), by block, or whole.
+//! line (records with file name and line number), by block, or whole; and the files a
+//! tool reads whole before its work (models, weights), which are bounded: only a
+//! regular file (or, opted in, a pipe) of at most a set size, opened without blocking.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, IsTerminal, Read};
@@ -38,6 +40,189 @@ impl Source {
     pub fn is_stdin(&self) -> bool {
         self.path.is_none()
     }
+
+    /// The file's path (`None` for standard input).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+}
+
+/// The most bytes a model file or tiktoken rank file may hold: 1 GiB. The largest real
+/// vocabularies are far below it (o200k_base's rank file is 3.6 MB, a 540k-word model
+/// 26 MB); it bounds what a path, typed or named by an id stream's header, can make a
+/// tool read into memory.
+pub const MODEL_FILE_LIMIT: u64 = 1 << 30;
+
+/// What may be read by [`read_whole_file`]: what the file is (for messages), the most
+/// bytes it may hold, and whether a pipe is accepted.
+#[derive(Debug, Clone, Copy)]
+pub struct WholeFile {
+    /// What the file is, for messages: "model file", "weights file".
+    pub what: &'static str,
+    /// The most bytes it may hold.
+    pub limit: u64,
+    /// Whether a pipe (`<(zcat m.json.gz)`, a FIFO) is read. Only when the user asked
+    /// for it: opening a FIFO waits for a writer, and a pipe's size is not known before
+    /// reading, only bounded while reading.
+    pub pipes: bool,
+    /// The flag that sets `pipes`, named when a pipe is refused (`None`: there is none,
+    /// as for a model an id stream's header names).
+    pub pipe_flag: Option<&'static str>,
+}
+
+/// Reads a file that a tool needs whole before its work (a model, weights): only a
+/// regular file of at most `rules.limit` bytes, or, when `rules.pipe_flag` is given, a
+/// pipe whose reading stops with an error past the limit. Anything else (a directory,
+/// a device such as `/dev/zero`, a socket, a FIFO without the opt-in) is refused before
+/// reading, and a FIFO is never opened without it, so nothing here can block or read
+/// without bound. Errors are exit 1, named `name`.
+pub fn read_whole_file(path: &Path, name: &str, rules: &WholeFile) -> Result<Vec<u8>> {
+    let mut file = open_whole_file(path, name, rules)?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    // The size a regular file says it has is a hint only (`/proc` files say 0; a file
+    // may grow while read): the read itself stops one byte past the limit.
+    let mut bytes = Vec::with_capacity(size.min(rules.limit) as usize);
+    (&mut file)
+        .take(rules.limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io("read failed", e).in_file(name))?;
+    if bytes.len() as u64 > rules.limit {
+        return Err(over_limit(name, rules, None));
+    }
+    Ok(bytes)
+}
+
+/// The SHA-256 of a file [`read_whole_file`] would accept, read in small blocks: memory
+/// stays at a block whatever the file holds. Used to check a file an id stream's header
+/// names before reading it into memory.
+pub fn whole_file_sha256(path: &Path, name: &str, rules: &WholeFile) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let file = open_whole_file(path, name, rules)?;
+    let mut hasher = Sha256::new();
+    let mut block = vec![0u8; 1 << 16];
+    let mut total = 0u64;
+    let mut reader = file.take(rules.limit + 1);
+    loop {
+        let n = match reader.read(&mut block) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io("read failed", e).in_file(name)),
+        };
+        total += n as u64;
+        if total > rules.limit {
+            return Err(over_limit(name, rules, None));
+        }
+        hasher.update(&block[..n]);
+    }
+    Ok(crate::identity::hex(&hasher.finalize()))
+}
+
+/// Opens `path` for [`read_whole_file`]: its kind is checked before opening (a FIFO is
+/// never opened without the opt-in) and again on the opened file (the path may have
+/// been replaced in between; the open does not wait, whatever it finds).
+fn open_whole_file(path: &Path, name: &str, rules: &WholeFile) -> Result<File> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io("cannot open", e).in_file(name))?;
+    check_whole_file_kind(&meta, name, rules)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    let pipe = is_fifo(&meta);
+    #[cfg(unix)]
+    if !pipe {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options
+        .open(path)
+        .map_err(|e| Error::io("cannot open", e).in_file(name))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io("cannot open", e).in_file(name))?;
+    check_whole_file_kind(&meta, name, rules)?;
+    if meta.is_file() && meta.len() > rules.limit {
+        return Err(over_limit(name, rules, Some(meta.len())));
+    }
+    Ok(file)
+}
+
+fn is_fifo(meta: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        meta.file_type().is_fifo()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        false
+    }
+}
+
+/// Refuses what [`read_whole_file`] does not read, naming what it is.
+fn check_whole_file_kind(meta: &std::fs::Metadata, name: &str, rules: &WholeFile) -> Result<()> {
+    if meta.is_file() || (is_fifo(meta) && rules.pipes) {
+        return Ok(());
+    }
+    let kind = file_kind(meta);
+    let what = rules.what;
+    let mut message =
+        format!("is {kind}, not a regular file; a {what} is read from a regular file");
+    match rules.pipe_flag {
+        Some(flag) if is_fifo(meta) => message.push_str(&format!(", or from a pipe with {flag}")),
+        _ => {}
+    }
+    Err(Error::data(message).in_file(name))
+}
+
+/// "a directory", "a character device", ...: what a path that is no regular file is.
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    let kind = meta.file_type();
+    if kind.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a pipe (FIFO)";
+        }
+        if kind.is_char_device() {
+            return "a character device";
+        }
+        if kind.is_block_device() {
+            return "a block device";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    "not a regular file"
+}
+
+fn over_limit(name: &str, rules: &WholeFile, size: Option<u64>) -> Error {
+    let limit = rules.limit;
+    let what = rules.what;
+    let message = match size {
+        Some(size) => format!(
+            "is {size} bytes, more than a {what} may hold ({limit} bytes, {})",
+            human_bytes(limit)
+        ),
+        None => format!(
+            "holds more than a {what} may hold ({limit} bytes, {})",
+            human_bytes(limit)
+        ),
+    };
+    Error::data(message).in_file(name)
+}
+
+/// `1 GiB`, `256 MiB`, or bytes.
+fn human_bytes(n: u64) -> String {
+    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
+            return format!("{} {unit}", n >> shift);
+        }
+    }
+    format!("{n} bytes")
 }
 
 /// Turns FILE arguments into sources: none means standard input, `-` is standard input
@@ -136,6 +321,35 @@ pub fn read_all(sources: &[Source], no_mmap: bool) -> Result<Data> {
     Ok(Data::Owned(all))
 }
 
+/// A map of `source` when it is a named regular file of non-zero length that maps;
+/// `None` means "read it" (standard input, pipes, empty files, a failed map).
+pub fn map_source(source: &Source) -> Result<Option<Data>> {
+    let Some(path) = &source.path else {
+        return Ok(None);
+    };
+    let file = open_file(source, path)?;
+    Ok(try_map(&file).map(Data::Mapped))
+}
+
+/// Reads up to 64 KB more of `stream` onto the end of `buf` and returns how many bytes
+/// came (0 at the end of input); errors are named `name`.
+pub fn read_more(stream: &mut dyn Read, buf: &mut Vec<u8>, name: &str) -> Result<usize> {
+    let have = buf.len();
+    buf.resize(have + READ_BLOCK, 0);
+    let n = loop {
+        match stream.read(&mut buf[have..]) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                buf.truncate(have);
+                return Err(Error::io("read failed", e).in_file(name));
+            }
+        }
+    };
+    buf.truncate(have + n);
+    Ok(n)
+}
+
 /// Opens a source as a buffered stream (never mapped).
 pub fn open_stream(source: &Source) -> Result<Box<dyn BufRead>> {
     match &source.path {
@@ -218,18 +432,38 @@ pub fn for_each_block(
     Ok(())
 }
 
-/// A callback for `for_each_line_run`: source name, 1-based number of the run's first
-/// line, the run's bytes.
-pub type RunHandler<'a> = dyn FnMut(&str, u64, &[u8]) -> Result<()> + 'a;
+/// What [`for_each_run`] hands over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Run<'a> {
+    /// Whole lines: the 1-based number of the first, and the bytes (each line with its
+    /// `\n`; a source's last line may lack one).
+    Lines(u64, &'a [u8]),
+    /// A piece of a line too long to hold (from a stream, a line longer than the run
+    /// size): the line's number, the bytes (never its `\n`), whether the piece starts
+    /// the line and whether it ends it.
+    Part {
+        line: u64,
+        bytes: &'a [u8],
+        first: bool,
+        last: bool,
+    },
+}
 
-/// Calls `each` with runs of whole lines of every source, in order, for work spread
-/// over threads: the source name, the 1-based number of the run's first line, and the
-/// bytes (each line with its `\n`; a source's last line may lack one). A mapped file
-/// is one run; from a stream, a run is about `target` bytes or one longer line, so
-/// memory stays bounded by `target` plus the longest line; with `eager`, or from a
+/// A callback for [`for_each_run`]: the source name and a run. For a
+/// [`Run::Part`] it returns how many of the bytes it used: all of a last part; of the
+/// others any number, the rest coming again at the start of the next part (0: the
+/// handler needs more of the line at once, and the next part is longer).
+pub type RunHandler<'a> = dyn FnMut(&str, Run) -> Result<usize> + 'a;
+
+/// Calls `each` with the lines of every source, in order, for work spread over threads:
+/// runs of whole lines ([`Run::Lines`]), and the pieces of lines too long to hold
+/// ([`Run::Part`]). A mapped file is one run. From a stream, a run is about `target`
+/// bytes of whole lines, and a line that reaches `target` bytes without ending comes
+/// in parts of about `target` bytes (more only if the handler asks for more), so
+/// memory stays bounded by `target` whatever the input. With `eager`, or from a
 /// terminal, a run is whatever whole lines a read brings. The lines are those of
 /// [`for_each_line`].
-pub fn for_each_line_run(
+pub fn for_each_run(
     sources: &[Source],
     no_mmap: bool,
     target: usize,
@@ -238,60 +472,172 @@ pub fn for_each_line_run(
 ) -> Result<()> {
     let target = target.max(1);
     for source in sources {
-        let mut line_no = 1;
         if let (false, Some(path)) = (no_mmap, &source.path) {
             let file = open_file(source, path)?;
             if let Some(map) = try_map(&file) {
                 // All of it in one run: the map costs no memory of ours, and the caller
                 // then has no run boundaries to drain its threads at.
                 if !map.is_empty() {
-                    each(&source.name, line_no, &map)?;
+                    each(&source.name, Run::Lines(1, &map))?;
                 }
                 continue;
             }
         }
-        let mut stream = open_stream(source)?;
+        let stream = open_stream(source)?;
         // Someone typing, or `eager` (`--line-buffered`, for live pipes): the lines are
         // handed over as soon as a read brings them, not when `target` bytes have come
         // (a terminal delivers a line per read).
         let interactive = eager || (source.is_stdin() && io::stdin().is_terminal());
-        let mut buf: Vec<u8> = Vec::with_capacity(target + (1 << 16));
-        let mut eof = false;
-        while !eof {
-            // Fill to `target`, or further until a line ends, or to the end of input.
-            let mut searched = 0;
-            let cut = loop {
-                if buf.len() >= target || (interactive && !buf.is_empty()) {
-                    if let Some(k) = memchr::memrchr(b'\n', &buf[searched..]) {
-                        break searched + k + 1;
-                    }
-                    searched = buf.len();
-                }
-                // Read 64 KB at a time: resizing to `target` before each read would
-                // zero the rest of the run again after every short (pipe) read.
-                let have = buf.len();
-                buf.resize(have + (1 << 16), 0);
-                let n = loop {
-                    match stream.read(&mut buf[have..]) {
-                        Ok(n) => break n,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) => return Err(Error::io("read failed", e).in_file(&source.name)),
-                    }
-                };
-                buf.truncate(have + n);
-                if n == 0 {
-                    eof = true;
-                    break buf.len();
-                }
-            };
-            if cut > 0 {
-                each(&source.name, line_no, &buf[..cut])?;
-                line_no += memchr::memchr_iter(b'\n', &buf[..cut]).count() as u64;
-                buf.drain(..cut);
-            }
-        }
+        for_each_run_of(&source.name, stream, target, interactive, each)?;
     }
     Ok(())
+}
+
+/// [`for_each_run`] of one stream, named `name` in messages; with `eager`, the whole
+/// lines of each read are handed over at once.
+pub fn for_each_run_of(
+    name: &str,
+    stream: Box<dyn BufRead + '_>,
+    target: usize,
+    eager: bool,
+    each: &mut RunHandler,
+) -> Result<()> {
+    let target = target.max(1);
+    RunReader {
+        name,
+        stream,
+        buf: Vec::with_capacity(target + READ_BLOCK),
+        eof: false,
+    }
+    .run(target, eager, each)
+}
+
+/// Bytes asked of the stream per read: resizing to the run size before each read would
+/// zero the rest of the run again after every short (pipe) read.
+const READ_BLOCK: usize = 1 << 16;
+
+/// The state of [`for_each_run`] along one stream.
+struct RunReader<'s> {
+    name: &'s str,
+    stream: Box<dyn BufRead + 's>,
+    /// Bytes read and not yet handed over; they start at a line's start, or inside the
+    /// long line being handed over in parts.
+    buf: Vec<u8>,
+    eof: bool,
+}
+
+impl RunReader<'_> {
+    /// Reads up to [`READ_BLOCK`] more bytes onto `buf`; false at the end of input.
+    fn fill(&mut self) -> Result<bool> {
+        let n = read_more(&mut self.stream, &mut self.buf, self.name)?;
+        self.eof = n == 0;
+        Ok(n > 0)
+    }
+
+    fn run(mut self, target: usize, interactive: bool, each: &mut RunHandler) -> Result<()> {
+        let name = self.name;
+        let mut line_no = 1;
+        // Bytes of `buf` known to hold no `\n`.
+        let mut searched = 0;
+        loop {
+            // Whole lines: fill to `target` (or, interactive, to any line's end), then
+            // hand over everything up to the last `\n`.
+            let want = if interactive { 1 } else { target };
+            while self.buf.len() < want && !self.eof {
+                self.fill()?;
+            }
+            let cut = match memchr::memrchr(b'\n', &self.buf[searched..]) {
+                Some(k) => Some(searched + k + 1),
+                None if self.eof => Some(self.buf.len()),
+                None => None,
+            };
+            if let Some(cut) = cut {
+                if cut > 0 {
+                    each(name, Run::Lines(line_no, &self.buf[..cut]))?;
+                    line_no += memchr::memchr_iter(b'\n', &self.buf[..cut]).count() as u64;
+                    self.buf.drain(..cut);
+                }
+                searched = 0;
+                if self.eof && self.buf.is_empty() {
+                    return Ok(());
+                }
+                if self.buf.len() < target {
+                    continue;
+                }
+            }
+            searched = self.buf.len();
+            if self.buf.len() < target {
+                // Interactive, with no line end yet: read on.
+                self.fill()?;
+                continue;
+            }
+            // `buf` holds `target` bytes or more of one line: it goes in parts.
+            self.long_line(line_no, target, each)?;
+            line_no += 1;
+            searched = 0;
+        }
+    }
+
+    /// Hands over the line at the start of `buf` (of `target` bytes or more so far) in
+    /// parts, up to its end; `buf` then starts at the next line.
+    fn long_line(&mut self, line_no: u64, target: usize, each: &mut RunHandler) -> Result<()> {
+        let name = self.name;
+        let mut first = true;
+        // The part's size: `target`, grown when the handler uses nothing of a part.
+        let mut want = target;
+        let mut searched = 0;
+        loop {
+            if let Some(k) = memchr::memchr(b'\n', &self.buf[searched..]) {
+                let end = searched + k;
+                each(
+                    name,
+                    Run::Part {
+                        line: line_no,
+                        bytes: &self.buf[..end],
+                        first,
+                        last: true,
+                    },
+                )?;
+                self.buf.drain(..=end);
+                return Ok(());
+            }
+            searched = self.buf.len();
+            if self.eof {
+                each(
+                    name,
+                    Run::Part {
+                        line: line_no,
+                        bytes: &self.buf,
+                        first,
+                        last: true,
+                    },
+                )?;
+                self.buf.clear();
+                return Ok(());
+            }
+            if self.buf.len() >= want {
+                let used = each(
+                    name,
+                    Run::Part {
+                        line: line_no,
+                        bytes: &self.buf,
+                        first,
+                        last: false,
+                    },
+                )?
+                .min(self.buf.len());
+                if used > 0 {
+                    first = false;
+                    self.buf.drain(..used);
+                    searched -= used;
+                    want = target;
+                } else {
+                    want = self.buf.len().saturating_mul(2);
+                }
+            }
+            self.fill()?;
+        }
+    }
 }
 
 /// The lines of a byte slice, as `for_each_line` defines them.

@@ -1,9 +1,11 @@
 //! The one output of a tool: standard output through one `BufWriter`, or `-o FILE`
 //! written atomically (a temporary file in the same folder, renamed into place; removed
-//! on failure and on SIGINT, SIGTERM or SIGHUP).
+//! on failure and on SIGINT, SIGTERM or SIGHUP). The same for each file of a tool that
+//! writes several or fills in a header at the end ([`AtomicFile`]: token files), and
+//! scratch files for what only the end of a run can place ([`SpillFile`]).
 
 use std::fs;
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, IsTerminal, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -28,6 +30,14 @@ impl Output {
     pub fn create(path: Option<&Path>) -> Result<Output> {
         let capacity = 1 << 16;
         let Some(path) = path else {
+            if super::stdio::stdout_was_closed() {
+                // Writing would go to the `/dev/null` the runtime put in its place.
+                return Err(Error::data(
+                    "standard output is closed (the output would be lost); give -o FILE or \
+                     redirect it",
+                )
+                .in_file("<stdout>"));
+            }
             let stdout = io::stdout().lock();
             // On a terminal each line shows as soon as it is complete, as stdio's line
             // buffering does: typing a line into `bpe-encode` answers it at once.
@@ -41,39 +51,14 @@ impl Output {
             return Ok(out.line_buffered(terminal));
         };
         let display = path.display().to_string();
-        let existing = fs::metadata(path).ok();
-        if let Some(meta) = &existing {
-            if !meta.is_file() {
-                let file = fs::OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .map_err(|e| Error::io("cannot open output", e).in_file(&display))?;
-                return Ok(Output {
-                    writer: io::BufWriter::with_capacity(capacity, Box::new(file)),
-                    target: None,
-                    name: display,
-                });
-            }
+        if let Some(file) = open_in_place(path)? {
+            return Ok(Output {
+                writer: io::BufWriter::with_capacity(capacity, Box::new(file)),
+                target: None,
+                name: display,
+            });
         }
-        let final_path = match existing {
-            Some(_) => fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
-            None => path.to_path_buf(),
-        };
-        let dir = match final_path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let name = final_path
-            .file_name()
-            .ok_or_else(|| Error::usage("-o needs a file name").in_file(&display))?;
-        let (temp, file) = create_temp(&dir, name)
-            .map_err(|e| Error::io("cannot create output", e).in_file(&display))?;
-        remove_on_signal(&temp);
-        if let Some(meta) = &existing {
-            // The file it replaces keeps its mode (a script stays executable); the owner
-            // cannot be kept without privileges. Best effort: the data matters more.
-            let _ = file.set_permissions(meta.permissions());
-        }
+        let (file, temp, final_path) = create_beside(path)?;
         Ok(Output {
             writer: io::BufWriter::with_capacity(capacity, Box::new(file)),
             target: Some((temp, final_path)),
@@ -115,13 +100,221 @@ impl Output {
     /// Ends a run: on success, `finish`; on failure, flushes what was written before the
     /// bad record (standard output keeps it; a `-o` temporary file is removed) and passes
     /// the error on, a write failure named after this output.
-    pub fn finish_with<T>(mut self, result: Result<T>) -> Result<T> {
+    pub fn finish_with<T>(self, result: Result<T>) -> Result<T> {
         match result {
             Ok(value) => self.finish().map(|()| value),
-            Err(err) => {
-                let _ = self.writer.flush();
-                Err(err.at_output(&self.name))
+            Err(err) => Err(self.fail(err)),
+        }
+    }
+
+    /// Ends a failed run: what was written before the failure is flushed (standard
+    /// output keeps it; a `-o` temporary file is removed) and the error is returned, a
+    /// write failure named after this output.
+    pub fn fail(mut self, err: Error) -> Error {
+        let _ = self.writer.flush();
+        err.at_output(&self.name)
+    }
+}
+
+/// `path` opened for writing in place when it exists and is not a regular file
+/// (`/dev/null`, a FIFO, a terminal: renaming over it would replace a device or pipe with
+/// a plain file); `None` when it is to be written atomically.
+fn open_in_place(path: &Path) -> Result<Option<fs::File>> {
+    match fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map(Some)
+            .map_err(|e| Error::io("cannot open output", e).in_file(&path.display().to_string())),
+        _ => Ok(None),
+    }
+}
+
+/// The temporary file that stands for `path` until it is renamed into place: created
+/// fresh in `path`'s folder (see [`create_temp`]), removed if a signal ends the run, with
+/// the mode of the file it will replace. Returns the file, its name and the final name (a
+/// symbolic link at `path` is followed, so the file it names is replaced).
+fn create_beside(path: &Path) -> Result<(fs::File, PathBuf, PathBuf)> {
+    let display = path.display().to_string();
+    let existing = fs::metadata(path).ok();
+    let final_path = match existing {
+        Some(_) => fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+        None => path.to_path_buf(),
+    };
+    let dir = match final_path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = final_path
+        .file_name()
+        .ok_or_else(|| Error::usage("-o needs a file name").in_file(&display))?;
+    let (temp, file) = create_temp(&dir, name)
+        .map_err(|e| Error::io("cannot create output", e).in_file(&display))?;
+    remove_on_signal(&temp);
+    if let Some(meta) = &existing {
+        // The file it replaces keeps its mode (a script stays executable); the owner
+        // cannot be kept without privileges. Best effort: the data matters more.
+        let _ = file.set_permissions(meta.permissions());
+    }
+    Ok((file, temp, final_path))
+}
+
+/// One output file of a tool that writes several, or that must go back and fill in a
+/// header once the data is written (token files): written under a temporary name in the
+/// same folder and renamed into place by [`AtomicFile::commit`], as `-o` is. Dropped
+/// uncommitted, the temporary file is removed; a terminating signal removes it too.
+pub struct AtomicFile {
+    writer: io::BufWriter<fs::File>,
+    temp: Option<PathBuf>,
+    path: PathBuf,
+    name: String,
+}
+
+impl AtomicFile {
+    /// Starts the file that will be `path`.
+    pub fn create(path: &Path) -> Result<AtomicFile> {
+        let (file, temp, final_path) = create_beside(path)?;
+        Ok(AtomicFile {
+            writer: io::BufWriter::with_capacity(1 << 16, file),
+            temp: Some(temp),
+            path: final_path,
+            name: path.display().to_string(),
+        })
+    }
+
+    /// The name given for the file, for messages.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Overwrites `bytes` at `offset` (a header whose counts are known only at the end)
+    /// and goes back to the end of the file.
+    pub fn patch(&mut self, offset: u64, bytes: &[u8]) -> Result<()> {
+        let name = self.name.clone();
+        let fail = |e| Error::write(e).in_file(&name);
+        self.writer.flush().map_err(fail)?;
+        let file = self.writer.get_mut();
+        file.seek(io::SeekFrom::Start(offset)).map_err(fail)?;
+        file.write_all(bytes).map_err(fail)?;
+        file.seek(io::SeekFrom::End(0)).map_err(fail)?;
+        Ok(())
+    }
+
+    /// Flushes the file and renames it into place.
+    pub fn commit(mut self) -> Result<()> {
+        self.writer
+            .flush()
+            .map_err(|e| Error::write(e).in_file(&self.name))?;
+        if let Some(temp) = self.temp.take() {
+            let renamed = fs::rename(&temp, &self.path);
+            keep_on_signal(&temp);
+            if let Err(e) = renamed {
+                let _ = fs::remove_file(&temp);
+                return Err(Error::io("cannot rename output into place", e).in_file(&self.name));
             }
+        }
+        Ok(())
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writer.write(buf)
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.writer.write_all(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if let Some(temp) = self.temp.take() {
+            let _ = fs::remove_file(&temp);
+            keep_on_signal(&temp);
+        }
+    }
+}
+
+/// Scratch data written once and read back once, in a file rather than in memory (the
+/// index of a token file, a header-first file bound for a pipe): memory stays flat
+/// however much there is. On Unix the file's name is removed as soon as it is created,
+/// so nothing is left behind even by a killed run; elsewhere it is removed when dropped.
+pub struct SpillFile {
+    writer: io::BufWriter<fs::File>,
+    /// The file's name while it has one.
+    temp: Option<PathBuf>,
+    written: u64,
+}
+
+impl SpillFile {
+    /// A new spill file in `dir`.
+    pub fn create(dir: &Path) -> Result<SpillFile> {
+        let (temp, file) = create_temp(dir, std::ffi::OsStr::new("spill")).map_err(|e| {
+            Error::io("cannot create a temporary file", e).in_file(&dir.display().to_string())
+        })?;
+        let mut spill = SpillFile {
+            writer: io::BufWriter::with_capacity(1 << 16, file),
+            temp: Some(temp),
+            written: 0,
+        };
+        if cfg!(unix) {
+            if let Some(temp) = spill.temp.take() {
+                let _ = fs::remove_file(temp);
+            }
+        }
+        Ok(spill)
+    }
+
+    /// How many bytes were written.
+    pub fn len(&self) -> u64 {
+        self.written
+    }
+
+    /// True when nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.written == 0
+    }
+
+    /// Copies everything written to `out`.
+    pub fn copy_to(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        self.writer.flush()?;
+        let file = self.writer.get_mut();
+        file.seek(io::SeekFrom::Start(0))?;
+        let copied = io::copy(&mut (&*file).take(self.written), out)?;
+        file.seek(io::SeekFrom::End(0))?;
+        if copied != self.written {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "a temporary file came back shorter than written",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Write for SpillFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.writer.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.writer.write_all(buf)?;
+        self.written += buf.len() as u64;
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
+}
+
+impl Drop for SpillFile {
+    fn drop(&mut self) {
+        if let Some(temp) = self.temp.take() {
+            let _ = fs::remove_file(temp);
         }
     }
 }
@@ -141,6 +334,7 @@ fn create_temp(dir: &Path, name: &std::ffi::OsStr) -> io::Result<(PathBuf, fs::F
         }
         let temp = dir.join(temp_name);
         match fs::OpenOptions::new()
+            .read(true)
             .write(true)
             .create_new(true)
             .open(&temp)
@@ -237,6 +431,16 @@ fn ignored_signals() -> Option<u64> {
 #[cfg(all(unix, not(target_os = "linux")))]
 fn ignored_signals() -> Option<u64> {
     None
+}
+
+/// Removes the pending temporary files now, for a run that ends without unwinding (out
+/// of memory). Skipped if another thread holds the list: waiting could hang the exit.
+pub(super) fn remove_pending_now() {
+    if let Ok(mut pending) = PENDING.try_lock() {
+        for temp in pending.drain(..) {
+            let _ = fs::remove_file(temp);
+        }
+    }
 }
 
 /// `temp` was renamed into place or removed: a signal no longer needs to remove it.

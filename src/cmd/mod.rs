@@ -5,4 +5,5 @@
 pub mod decode;
 pub mod encode;
 pub mod model;
+pub mod tokens;
 pub mod train;

@@ -1,14 +1,30 @@
 //! `bpe-train`'s work, from a [`TrainConfig`] to a model file on a writer: read the
-//! corpus (whole, or streamed and counted by chunk), train, write. Progress and notes
-//! reach the binary through [`TrainEvent`]s.
+//! corpus (whole, or streamed and counted by chunk; with `--field`, the documents of a
+//! JSONL file, no pair or chunk crossing from one to the next), train, write. Progress
+//! and notes reach the binary through [`TrainEvent`]s.
+//!
+//! Past one machine (`--records`, `--emit-counts`, `--shard`, `--from-counts`): split
+//! training is map-reduce shaped. Each shard's chunks are counted record by record (a
+//! record's chunks never depend on another record, so any cut at line ends counts the
+//! same), written with their first position (shard key, rank) as a counts file
+//! (`format::counts`); count files merge by summing counts and keeping the smallest
+//! first position; training from the merged counts feeds the trainer the chunks in
+//! first-position order, which is the corpus's first-appearance order, so the merges
+//! (ties included) are exactly those of `--records` on the whole corpus in one process.
+//! Whole-stream splitting is not shard-invariant: the GPT-4 pattern's `\s*[\r\n]`
+//! glues runs of newlines across a line end, which a cut there would separate.
 
 use std::io::Write;
 
 use crate::error::{Error, Result};
+use crate::format::counts::{self, CountsHeader, CountsMerger, ShardKey};
+use crate::format::jsonl::{self, Skipped};
 use crate::format::model_file;
 use crate::input::{self, Source};
 use crate::model::{self, SpecialToken};
-use crate::pretokenize::{self, ChunkCounter, ChunkCounts, SplitSpec, Splitter};
+use crate::pretokenize::{
+    self, ChunkCounter, ChunkCounts, RecordCounter, SpecialCutter, SplitSpec, Splitter,
+};
 use crate::train::{self, EngineChoice, Merge};
 
 /// Which kind of model `bpe-train` learns.
@@ -29,6 +45,46 @@ pub struct TrainConfig {
     /// Threads to use (at least 1).
     pub threads: usize,
     pub no_mmap: bool,
+    /// `--records`: pre-split each record (a line with its `\n`) on its own.
+    pub records: bool,
+    /// `--emit-counts`: write the chunk counts (a counts file) instead of a model; with
+    /// `from_counts`, merge counts files.
+    pub emit_counts: bool,
+    /// `--shard KEY`: this input's place in the corpus, for `emit_counts` (default 0).
+    pub shard: Option<ShardKey>,
+    /// `--from-counts`: the sources are counts files.
+    pub from_counts: bool,
+    /// `--field NAME`: the corpus is JSONL, and each line's string member NAME is one
+    /// document (a record of its own, as `--records` makes each line).
+    pub field: Option<String>,
+    /// `--skip-invalid`: JSONL lines without a usable NAME are counted and left out.
+    pub skip_invalid: bool,
+}
+
+impl TrainConfig {
+    /// A BPE training run with the defaults of `bpe-train` (no flags given).
+    pub fn new() -> TrainConfig {
+        TrainConfig {
+            model_type: ModelType::Bpe,
+            vocab_size: None,
+            split: None,
+            specials: Vec::new(),
+            threads: 1,
+            no_mmap: false,
+            records: false,
+            emit_counts: false,
+            shard: None,
+            from_counts: false,
+            field: None,
+            skip_invalid: false,
+        }
+    }
+}
+
+impl Default for TrainConfig {
+    fn default() -> TrainConfig {
+        TrainConfig::new()
+    }
 }
 
 /// The default BPE vocabulary size of `bpe-train`.
@@ -48,6 +104,8 @@ pub enum TrainEvent<'a> {
     /// Only the first `kept` of the `wanted` merges are written: the next one learned
     /// would take the tokens past the model format's limit ([`model::MAX_TOKEN_BYTES`]).
     OverLimit { kept: usize, wanted: usize },
+    /// `--skip-invalid` left out these JSONL lines.
+    Skipped(&'a Skipped),
 }
 
 /// The `--verbose` line, minbpe's: `merge 1/3: (104, 97) -> 256 (b'ha') had 3 occurrences`.
@@ -106,41 +164,62 @@ fn check_specials(specials: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Cuts `text` at every occurrence of a special token (leftmost, longest first): the
-/// pieces between them, in order. Specials are boundaries, never training text.
-fn cut_specials<'t>(text: &'t [u8], specials: &[String]) -> Vec<&'t [u8]> {
-    if specials.is_empty() {
-        return vec![text];
+/// Checks the flags of training past one machine against each other and the mode.
+fn check_scale_flags(config: &TrainConfig) -> Result<()> {
+    let scale = config.records || config.emit_counts || config.from_counts;
+    if config.model_type == ModelType::Word && (scale || config.shard.is_some()) {
+        return Err(Error::usage(
+            "--records, --emit-counts, --shard and --from-counts apply to BPE models only",
+        ));
     }
-    let mut pieces = Vec::new();
-    let (mut start, mut i) = (0, 0);
-    while i < text.len() {
-        let hit = specials
-            .iter()
-            .filter(|s| text[i..].starts_with(s.as_bytes()))
-            .map(|s| s.len())
-            .max();
-        match hit {
-            Some(len) => {
-                pieces.push(&text[start..i]);
-                i += len;
-                start = i;
-            }
-            None => i += 1,
-        }
+    if config.shard.is_some() && (!config.emit_counts || config.from_counts) {
+        return Err(Error::usage(
+            "--shard KEY goes with --emit-counts on text (merged counts keep the keys they \
+             were counted with)",
+        ));
     }
-    pieces.push(&text[start..]);
-    pieces.retain(|p| !p.is_empty());
-    pieces
+    if config.emit_counts && config.vocab_size.is_some() {
+        return Err(Error::usage(
+            "--vocab-size does not apply to --emit-counts, which writes counts, not a model",
+        ));
+    }
+    if config.skip_invalid && config.field.is_none() {
+        return Err(Error::usage(
+            "--skip-invalid applies to JSONL input (--field NAME)",
+        ));
+    }
+    if config.field.is_some() && config.from_counts {
+        return Err(Error::usage(
+            "--field reads a JSONL corpus; --from-counts reads counts files",
+        ));
+    }
+    if !config.from_counts && (config.records || config.emit_counts) && config.split.is_none() {
+        let flag = if config.emit_counts {
+            "--emit-counts"
+        } else {
+            "--records"
+        };
+        return Err(Error::usage(format!(
+            "{flag} needs a split pattern (--split gpt4, o200k, ...): --split none trains on \
+             the whole input as one sequence, which cannot be cut into records or shards"
+        )));
+    }
+    Ok(())
 }
 
-/// Trains a model on the concatenated `sources` and writes the model file to `out`.
+/// Trains a model on the concatenated `sources` and writes the model file to `out`; or,
+/// as the config says, writes their chunk counts, merges counts files, or trains from
+/// counts files.
 pub fn train(
     config: &TrainConfig,
     sources: &[Source],
     out: &mut dyn Write,
     events: &mut dyn FnMut(TrainEvent),
 ) -> Result<()> {
+    check_scale_flags(config)?;
+    if let Some(field) = &config.field {
+        return train_documents(config, field, sources, out, events);
+    }
     if config.model_type == ModelType::Word {
         // Streams: memory grows with the distinct words, not with the input.
         let mut counter = crate::word::WordCounter::new(config.threads);
@@ -152,14 +231,94 @@ pub fn train(
         return crate::format::word_file::write_model(out, &model).map_err(Error::write);
     }
     check_specials(&config.specials)?;
+    if config.from_counts {
+        return train_from_counts(config, sources, out, events);
+    }
+    if config.emit_counts {
+        let Some(spec) = &config.split else {
+            return Err(Error::usage("--emit-counts needs a split pattern"));
+        };
+        let splitter = Splitter::new(spec)?;
+        let counts = count_training_chunks(config, sources, &splitter)?;
+        let header = CountsHeader {
+            split: spec.clone(),
+            specials: config.specials.clone(),
+        };
+        let shard = config.shard.clone().unwrap_or_default();
+        return counts::write_counts(out, &header, &counts, &shard).map_err(Error::write);
+    }
+    let vocab_size = checked_vocab_size(config)?;
+    let merges = match &config.split {
+        None => {
+            // Whole-text BPE needs the whole sequence in memory.
+            let text = input::read_all(sources, config.no_mmap)?;
+            check_train_len(text.len())?;
+            let pieces = SpecialCutter::new(&config.specials).pieces(&text);
+            learn(vocab_size, events, &mut |on_merge| match pieces[..] {
+                [] => Vec::new(),
+                [only] => train::train_bytes_with(
+                    EngineChoice::Auto,
+                    config.threads,
+                    only,
+                    vocab_size,
+                    on_merge,
+                ),
+                ref pieces => train::train_chunks_with(
+                    EngineChoice::Auto,
+                    config.threads,
+                    pieces.iter().map(|p| (*p, 1u64)),
+                    vocab_size,
+                    on_merge,
+                ),
+            })
+        }
+        Some(spec) => {
+            let splitter = Splitter::new(spec)?;
+            let counts = count_training_chunks(config, sources, &splitter)?;
+            check_chunks(counts.iter())?;
+            learn(vocab_size, events, &mut |on_merge| {
+                train::train_chunks_with(
+                    EngineChoice::Auto,
+                    config.threads,
+                    counts.iter(),
+                    vocab_size,
+                    on_merge,
+                )
+            })
+        }
+    };
+    write_model(
+        out,
+        config.split.as_ref(),
+        &config.specials,
+        &merges,
+        vocab_size,
+        events,
+    )
+}
+
+/// `--vocab-size` (default [`DEFAULT_VOCAB_SIZE`]), at least the 256 byte tokens.
+fn checked_vocab_size(config: &TrainConfig) -> Result<usize> {
     let vocab_size = config.vocab_size.unwrap_or(DEFAULT_VOCAB_SIZE);
     if vocab_size < 256 {
         return Err(Error::usage(format!(
             "--vocab-size {vocab_size} is below 256 (the byte tokens alone)"
         )));
     }
-    let wanted = vocab_size - 256;
+    Ok(vocab_size)
+}
 
+/// The trainer's per-merge callback.
+type OnMerge<'a> = dyn FnMut(&Merge) + 'a;
+
+/// Runs `run` (a trainer call) with a merge callback that reports each merge as a
+/// [`TrainEvent::Merged`] with its token's bytes.
+fn learn(
+    vocab_size: usize,
+    events: &mut dyn FnMut(TrainEvent),
+    run: &mut dyn FnMut(&mut OnMerge) -> Vec<Merge>,
+) -> Vec<Merge> {
+    let wanted = vocab_size - 256;
     let mut vocab: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     let mut learned = 0;
     let mut on_merge = |merge: &Merge| {
@@ -175,42 +334,20 @@ pub fn train(
         });
         vocab.push(token);
     };
-    let merges = match &config.split {
-        None => {
-            // Whole-text BPE needs the whole sequence in memory.
-            let text = input::read_all(sources, config.no_mmap)?;
-            check_train_len(text.len())?;
-            match cut_specials(&text, &config.specials)[..] {
-                [] => Vec::new(),
-                [only] => train::train_bytes_with(
-                    EngineChoice::Auto,
-                    config.threads,
-                    only,
-                    vocab_size,
-                    &mut on_merge,
-                ),
-                ref pieces => train::train_chunks_with(
-                    EngineChoice::Auto,
-                    config.threads,
-                    pieces.iter().map(|p| (*p, 1u64)),
-                    vocab_size,
-                    &mut on_merge,
-                ),
-            }
-        }
-        Some(spec) => {
-            let splitter = Splitter::new(spec)?;
-            let counts = count_training_chunks(config, sources, &splitter)?;
-            check_train_len(counts.iter().map(|(c, _)| c.len() + 1).sum())?;
-            train::train_chunks_with(
-                EngineChoice::Auto,
-                config.threads,
-                counts.iter(),
-                vocab_size,
-                &mut on_merge,
-            )
-        }
-    };
+    run(&mut on_merge)
+}
+
+/// Writes the model file of `merges` (cut back to the format's limit, with a note), the
+/// special tokens taking the ids after the last merge.
+fn write_model(
+    out: &mut dyn Write,
+    split: Option<&SplitSpec>,
+    specials: &[String],
+    merges: &[Merge],
+    vocab_size: usize,
+    events: &mut dyn FnMut(TrainEvent),
+) -> Result<()> {
+    let wanted = vocab_size - 256;
     let mut pairs: Vec<(u32, u32)> = merges.iter().map(|m| m.pair).collect();
     let kept = model::merges_within_limit(&pairs);
     if kept < pairs.len() {
@@ -223,8 +360,7 @@ pub fn train(
         });
     }
     let first_special = 256 + pairs.len() as u32;
-    let specials: Vec<SpecialToken> = config
-        .specials
+    let specials: Vec<SpecialToken> = specials
         .iter()
         .enumerate()
         .map(|(k, text)| SpecialToken {
@@ -233,8 +369,7 @@ pub fn train(
         })
         .collect();
     let counts: Vec<u64> = merges.iter().take(kept).map(|m| m.count).collect();
-    model_file::write_bpe(out, config.split.as_ref(), &specials, &pairs, &counts)
-        .map_err(Error::write)
+    model_file::write_bpe(out, split, &specials, &pairs, &counts).map_err(Error::write)
 }
 
 /// The trainer keeps positions in 31 bits: longer input is refused, not truncated.
@@ -249,20 +384,135 @@ fn check_train_len(len: usize) -> Result<()> {
     Ok(())
 }
 
+/// The chunks' length limit ([`check_train_len`]), and their pair counts' bound: the
+/// occurrences of all pairs, weighted, must fit a u64 (counts files can claim any count).
+fn check_chunks<'a>(chunks: impl Iterator<Item = (&'a [u8], u64)>) -> Result<()> {
+    let (mut len, mut pairs) = (0usize, Some(0u64));
+    for (chunk, count) in chunks {
+        len += chunk.len() + 1;
+        let n = chunk.len().saturating_sub(1) as u64;
+        pairs = pairs.and_then(|p| p.checked_add(count.checked_mul(n)?));
+    }
+    check_train_len(len)?;
+    if pairs.is_none() {
+        return Err(Error::data(
+            "the chunk counts are too large: their pairs, counted with the chunks' counts, \
+             add up past 2^64 - 1",
+        ));
+    }
+    Ok(())
+}
+
+/// `--from-counts`: reads counts files, then merges them (`--emit-counts`) or trains
+/// from them. The pattern and special tokens come from the files' headers (`--split`
+/// and `--special`, if given, must say the same).
+fn train_from_counts(
+    config: &TrainConfig,
+    sources: &[Source],
+    out: &mut dyn Write,
+    events: &mut dyn FnMut(TrainEvent),
+) -> Result<()> {
+    let vocab_size = if config.emit_counts {
+        0
+    } else {
+        checked_vocab_size(config)?
+    };
+    let mut merger = CountsMerger::new();
+    merger.read_sources(sources, config.no_mmap)?;
+    let header = match (merger.header(), &config.split) {
+        (Some(header), split) => {
+            if let Some(split) = split {
+                if split.pattern != header.split.pattern {
+                    return Err(Error::usage(format!(
+                        "--split {} differs from the counts' split {} (the counts files \
+                         carry their pattern: --split may be left out)",
+                        split.name, header.split.name
+                    )));
+                }
+            }
+            if !config.specials.is_empty() && config.specials != header.specials {
+                return Err(Error::usage(format!(
+                    "--special {:?} differs from the counts' special tokens {:?} (the counts \
+                     files carry them: --special may be left out)",
+                    config.specials, header.specials
+                )));
+            }
+            header.clone()
+        }
+        (None, Some(split)) => CountsHeader {
+            split: split.clone(),
+            specials: config.specials.clone(),
+        },
+        (None, None) => {
+            return Err(Error::data(
+                "the counts have no header line saying how they were split (bpe-train \
+                 --emit-counts writes one; for headerless counts give --split)",
+            ));
+        }
+    };
+    let order = merger.ordered()?;
+    if config.emit_counts {
+        return merger.write(out, &header, &order).map_err(Error::write);
+    }
+    let chunks = || order.iter().map(|&i| merger.chunk(i));
+    check_chunks(chunks())?;
+    let merges = learn(vocab_size, events, &mut |on_merge| {
+        train::train_chunks_with(
+            EngineChoice::Auto,
+            config.threads,
+            chunks(),
+            vocab_size,
+            on_merge,
+        )
+    });
+    write_model(
+        out,
+        Some(&header.split),
+        &header.specials,
+        &merges,
+        vocab_size,
+        events,
+    )
+}
+
 /// Distinct chunks of the training text in first-appearance order with their counts.
 /// Standard input streams (memory grows with the distinct chunks, not the corpus); a
 /// mapped file is counted in place; special tokens cut the text into separate pieces.
+/// With `--records` (and `--emit-counts`) each line is split on its own.
 fn count_training_chunks(
     config: &TrainConfig,
     sources: &[Source],
     splitter: &Splitter,
 ) -> Result<ChunkCounts> {
-    if !config.specials.is_empty() {
+    let cutter = SpecialCutter::new(&config.specials);
+    if config.records || config.emit_counts {
+        if let [only] = sources {
+            if !only.is_stdin() {
+                let text = input::read_source(only, config.no_mmap)?;
+                return Ok(pretokenize::count_records(
+                    &text,
+                    splitter,
+                    &cutter,
+                    config.threads,
+                ));
+            }
+        }
+        let mut counter = RecordCounter::new(splitter, &cutter, config.threads);
+        for source in sources {
+            input::for_each_block(std::slice::from_ref(source), config.no_mmap, &mut |block| {
+                counter.feed(block);
+                Ok(())
+            })?;
+            counter.end_input();
+        }
+        return Ok(counter.finish());
+    }
+    if !cutter.is_empty() {
         let text = input::read_all(sources, config.no_mmap)?;
         let mut counts = ChunkCounts::new();
-        for piece in cut_specials(&text, &config.specials) {
+        cutter.for_each_piece(&text, &mut |piece| {
             counts.merge(&pretokenize::count_chunks(piece, splitter, config.threads));
-        }
+        });
         return Ok(counts);
     }
     if let [only] = sources {
@@ -277,4 +527,191 @@ fn count_training_chunks(
         Ok(())
     })?;
     Ok(counter.finish())
+}
+
+/// `--field`: trains on the documents of a JSONL corpus (or, with `--emit-counts`, writes
+/// their chunk counts). Each document is its own text: no pair (`--split none`), chunk
+/// (split patterns) or word crosses from one document to the next, exactly as if each were
+/// trained on apart and the counts added; so documents are records, and sharding a JSONL
+/// corpus at line ends counts the same.
+fn train_documents(
+    config: &TrainConfig,
+    field: &str,
+    sources: &[Source],
+    out: &mut dyn Write,
+    events: &mut dyn FnMut(TrainEvent),
+) -> Result<()> {
+    let each_document = |each: &mut dyn FnMut(&[u8]) -> Result<()>| {
+        jsonl::for_each_document(sources, config.no_mmap, field, config.skip_invalid, each)
+    };
+    let report = |skipped: Skipped, events: &mut dyn FnMut(TrainEvent)| {
+        if skipped.lines > 0 {
+            events(TrainEvent::Skipped(&skipped));
+        }
+    };
+    if config.model_type == ModelType::Word {
+        let mut counter = crate::word::WordCounter::new(config.threads);
+        let skipped = each_document(&mut |doc| {
+            // A line break between documents: words never join across them.
+            counter.feed(doc);
+            counter.feed(b"\n");
+            Ok(())
+        })?;
+        report(skipped, events);
+        let model = counter.finish(config.vocab_size)?;
+        return crate::format::word_file::write_model(out, &model).map_err(Error::write);
+    }
+    check_specials(&config.specials)?;
+    let cutter = SpecialCutter::new(&config.specials);
+    let Some(spec) = &config.split else {
+        // Whole-text BPE needs the documents in memory; each is its own sequence (cut at
+        // special tokens as well).
+        let vocab_size = checked_vocab_size(config)?;
+        let mut text = Vec::new();
+        let mut ends = Vec::new();
+        let skipped = each_document(&mut |doc| {
+            cutter.for_each_piece(doc, &mut |piece| {
+                text.extend_from_slice(piece);
+                ends.push(text.len());
+            });
+            Ok(())
+        })?;
+        report(skipped, events);
+        check_train_len(text.len() + ends.len())?;
+        let mut start = 0;
+        let pieces: Vec<&[u8]> = ends
+            .iter()
+            .map(|&end| {
+                let piece = &text[start..end];
+                start = end;
+                piece
+            })
+            .collect();
+        let merges = learn(vocab_size, events, &mut |on_merge| {
+            train::train_chunks_with(
+                EngineChoice::Auto,
+                config.threads,
+                pieces.iter().map(|p| (*p, 1u64)),
+                vocab_size,
+                on_merge,
+            )
+        });
+        return write_model(out, None, &config.specials, &merges, vocab_size, events);
+    };
+    let splitter = Splitter::new(spec)?;
+    let mut counter = DocumentChunks::new(&splitter, config.threads);
+    let skipped = each_document(&mut |doc| {
+        cutter.for_each_piece(doc, &mut |piece| counter.feed(piece));
+        Ok(())
+    })?;
+    report(skipped, events);
+    let counts = counter.finish();
+    if config.emit_counts {
+        let header = CountsHeader {
+            split: spec.clone(),
+            specials: config.specials.clone(),
+        };
+        let shard = config.shard.clone().unwrap_or_default();
+        return counts::write_counts(out, &header, &counts, &shard).map_err(Error::write);
+    }
+    let vocab_size = checked_vocab_size(config)?;
+    check_chunks(counts.iter())?;
+    let merges = learn(vocab_size, events, &mut |on_merge| {
+        train::train_chunks_with(
+            EngineChoice::Auto,
+            config.threads,
+            counts.iter(),
+            vocab_size,
+            on_merge,
+        )
+    });
+    write_model(
+        out,
+        Some(spec),
+        &config.specials,
+        &merges,
+        vocab_size,
+        events,
+    )
+}
+
+/// Counts the chunks of documents, each split on its own, on the threads: documents are
+/// gathered into batches (about 4 MiB per thread), each batch's documents shared out in
+/// order over the threads, and the counts merged in document order, so the chunks keep
+/// their first-appearance order.
+struct DocumentChunks<'s> {
+    splitter: &'s Splitter,
+    threads: usize,
+    text: Vec<u8>,
+    ends: Vec<usize>,
+    counts: ChunkCounts,
+}
+
+impl<'s> DocumentChunks<'s> {
+    fn new(splitter: &'s Splitter, threads: usize) -> DocumentChunks<'s> {
+        DocumentChunks {
+            splitter,
+            threads: threads.max(1),
+            text: Vec::new(),
+            ends: Vec::new(),
+            counts: ChunkCounts::new(),
+        }
+    }
+
+    fn feed(&mut self, document: &[u8]) {
+        self.text.extend_from_slice(document);
+        self.ends.push(self.text.len());
+        if self.text.len() >= self.threads * (4 << 20) {
+            self.count_batch();
+        }
+    }
+
+    fn count_batch(&mut self) {
+        let (text, ends, splitter) = (&self.text, &self.ends, self.splitter);
+        // Contiguous groups of documents of about equal bytes, one per thread.
+        let mut groups = Vec::with_capacity(self.threads);
+        let (mut start, mut doc) = (0, 0);
+        for k in 1..=self.threads {
+            let target = text.len() * k / self.threads;
+            let first_doc = doc;
+            while doc < ends.len() && (ends[doc] <= target || k == self.threads) {
+                doc += 1;
+            }
+            groups.push((start, first_doc, doc));
+            start = if doc > 0 { ends[doc - 1] } else { 0 };
+        }
+        let count = |&(mut at, from, to): &(usize, usize, usize)| {
+            let mut counts = ChunkCounts::new();
+            for &end in &ends[from..to] {
+                splitter.split(&text[at..end], &mut |chunk| counts.add(chunk, 1));
+                at = end;
+            }
+            counts
+        };
+        let partial: Vec<ChunkCounts> = if self.threads == 1 {
+            groups.iter().map(count).collect()
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = groups
+                    .iter()
+                    .map(|group| scope.spawn(move || count(group)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .zip(&groups)
+                    .map(|(h, group)| h.join().unwrap_or_else(|_| count(group)))
+                    .collect()
+            })
+        };
+        for p in &partial {
+            self.counts.merge(p);
+        }
+        self.text.clear();
+        self.ends.clear();
+    }
+
+    fn finish(mut self) -> ChunkCounts {
+        self.count_batch();
+        self.counts
+    }
 }

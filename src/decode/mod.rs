@@ -124,7 +124,7 @@ pub struct DecodeTable {
     /// tokens hold gigabytes (each merge may double one) decodes in kilobytes.
     merges: Vec<(u32, u32)>,
     /// Word models: drop the last joining space of a record.
-    joined: bool,
+    pub(crate) joined: bool,
 }
 
 /// The offset of a span whose token is written from its parts.

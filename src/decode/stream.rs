@@ -1,7 +1,10 @@
 //! The decoding engine of `bpe-decode`: an id stream, read in runs of whole lines, cut
 //! into items (whole lines, or the pieces of a long line cut between ids), decoded on the
 //! threads by the fast path ([`super::DecodeTable`]) and written in input order, with
-//! header lines choosing the model of the records after them.
+//! header lines choosing the model of the records after them; and token files, whose
+//! records come in pieces of ids from [`crate::format::tokens::read_pieces`] and are
+//! decoded on this thread as they come (a table lookup and a copy per id: the reading
+//! and writing, not the decoding, is the work there).
 
 use std::io::Write;
 use std::ops::ControlFlow;
@@ -9,6 +12,7 @@ use std::sync::Arc;
 
 use super::{decode_ids, vocab_size, DecodeBuf, DecodeTable};
 use crate::error::{Error, Result};
+use crate::format::tokens::{Boundary, Input};
 use crate::format::{self, ids as ndjson, ids::StreamModel};
 use crate::input;
 use crate::model::Model;
@@ -20,6 +24,8 @@ pub(crate) const DECODE_RUN: usize = 1 << 22;
 /// The threads take the input in items of about this many bytes: whole lines, or the
 /// pieces of a longer line cut between ids.
 const DECODE_ITEM: usize = 1 << 18;
+/// The longest header line read from a stream whose lines come in parts.
+const HEADER_MAX: usize = 1 << 16;
 /// Runs shorter than this are decoded on one thread (threads would cost more).
 const DECODE_PARALLEL_MIN: usize = 1 << 18;
 
@@ -54,6 +60,17 @@ pub(crate) struct StreamDecoder {
     slow: Vec<u8>,
     /// Output buffers of the items, kept to reuse their memory.
     free: Vec<DecodeBuf>,
+    /// The record being read in parts ([`StreamDecoder::part`]).
+    long: LongRecord,
+}
+
+/// Where a record read in parts (a line too long to hold, from a stream) stands.
+#[derive(Default)]
+struct LongRecord {
+    state: ndjson::PieceState,
+    /// A word model's joining space owed before the next word (held back so that a
+    /// record never ends with one).
+    space: bool,
 }
 
 /// A part of a run handed to a thread: `text[start..end]`.
@@ -224,6 +241,7 @@ impl StreamDecoder {
             bytes: DecodeBuf::default(),
             slow: Vec::new(),
             free: Vec::new(),
+            long: LongRecord::default(),
         }
     }
 
@@ -279,6 +297,131 @@ impl StreamDecoder {
                 }
             }
         }
+    }
+
+    /// One part of a line too long to hold ([`input::Run::Part`]); returns the bytes it
+    /// used. The part is decoded up to its last `,` or whitespace (all of it when that
+    /// ends the line, or when it has neither: no record has such a stretch, so its error
+    /// is found there), by the fast path where it has the compact form, else by the
+    /// general parser, which reads what is valid JSON and names the line of what is
+    /// not; either way the bytes are those the whole line decodes to, and are written
+    /// at once, so memory stays bounded by the part.
+    pub(crate) fn part(
+        &mut self,
+        file: &str,
+        line_no: u64,
+        text: &[u8],
+        first: bool,
+        last: bool,
+        out: &mut dyn Write,
+    ) -> Result<usize> {
+        if first {
+            if ndjson::is_header(text) {
+                // A header is read whole: the reader is asked for more of it, up to a
+                // bound that no real header comes near.
+                if last {
+                    self.line(file, line_no, text, out)?;
+                    return Ok(text.len());
+                }
+                if text.len() < HEADER_MAX {
+                    return Ok(0);
+                }
+                return Err(Error::data(format!(
+                    "a header line longer than {HEADER_MAX} bytes (a header names a model in a \
+                     few hundred)"
+                ))
+                .at_line(file, line_no));
+            }
+            self.long = LongRecord::default();
+        }
+        let used = if last {
+            text.len()
+        } else {
+            match memchr::memrchr3(b',', b' ', b'\n', text) {
+                Some(k) => k + 1,
+                None => match text.iter().rposition(|b| matches!(b, b'\t' | b'\r')) {
+                    Some(k) => k + 1,
+                    None => text.len(),
+                },
+            }
+        };
+        let piece = &text[..used];
+        let table = Arc::clone(self.table()?);
+        let mut bytes = std::mem::take(&mut self.bytes);
+        bytes.clear();
+        let result = self
+            .piece(&table, piece, last, &mut bytes)
+            .map_err(|e| e.at_line(file, line_no));
+        let written = result.and_then(|()| {
+            if last && !self.whole {
+                bytes.push(b'\n');
+            }
+            out.write_all(bytes.as_slice()).map_err(Error::write)
+        });
+        self.bytes = bytes;
+        written.map(|()| used)
+    }
+
+    /// The bytes of one piece of a long record, appended to `bytes`.
+    fn piece(
+        &mut self,
+        table: &DecodeTable,
+        piece: &[u8],
+        last: bool,
+        bytes: &mut DecodeBuf,
+    ) -> Result<()> {
+        use ndjson::PieceState;
+        let state = self.long.state;
+        // The compact form: `[` first, ids joined by commas, `,` at the end of all but
+        // the last piece, `]` at its end.
+        let ids = match state {
+            PieceState::Start => piece.strip_prefix(b"["),
+            PieceState::Value => Some(piece),
+            _ => None,
+        };
+        let ids = match ids {
+            Some(ids) if last => ids.strip_suffix(b"]"),
+            ids => ids,
+        };
+        let joined = table.joined;
+        if let Some(ids) = ids.filter(|ids| !ids.is_empty()) {
+            if self.long.space {
+                bytes.push(b' ');
+            }
+            if table.decode_piece(ids, last, bytes) {
+                self.long.state = if last {
+                    PieceState::Done
+                } else {
+                    PieceState::Value
+                };
+                // A word model's piece ends with the space before the next word.
+                self.long.space = joined && !last;
+                if self.long.space {
+                    bytes.used -= 1;
+                }
+                return Ok(());
+            }
+            bytes.clear();
+        }
+        self.ids.clear();
+        self.long.state =
+            ndjson::parse_ids_piece(piece, state, last, &mut self.ids).map_err(Error::data)?;
+        let model = self.current.as_ref().expect("table() loaded a model");
+        self.slow.clear();
+        if let Err(id) = decode_ids(model, &self.ids, &mut self.slow) {
+            return Err(Error::data(format!(
+                "id {id} is not in the vocabulary (size {})",
+                vocab_size(model)
+            )));
+        }
+        if joined && !self.ids.is_empty() {
+            if self.long.space {
+                bytes.push(b' ');
+            }
+            self.long.space = true;
+        }
+        bytes.extend_from_slice(&self.slow);
+        Ok(())
     }
 
     /// The items of `text` decoded and written in order: on the threads, at most
@@ -449,9 +592,19 @@ impl StreamDecoder {
         if self.fixed {
             if let Some(model) = &self.current {
                 if !ndjson::same_model(model.source(), &named) {
+                    if named.sha256.is_none()
+                        && !crate::model::BUILTINS.contains(&named.name.as_str())
+                    {
+                        return Err(Error::data(format!(
+                            "the stream names model {} but no \"sha256\" of its file, so it \
+                             cannot be checked against the model -m gives",
+                            named.describe()
+                        ))
+                        .at_line(file, line_no));
+                    }
                     return Err(Error::data(format!(
                         "the stream was encoded with model {} but -m gives another model",
-                        describe(&named)
+                        named.describe()
                     ))
                     .at_line(file, line_no));
                 }
@@ -547,27 +700,58 @@ impl Write for SkipFirst<'_> {
     }
 }
 
-fn describe(named: &StreamModel) -> String {
-    match &named.sha256 {
-        Some(hash) => format!("{:?} (sha256 {})", named.name, &hash[..hash.len().min(12)]),
-        None => format!("{:?}", named.name),
-    }
+/// Loads the model a stream header names ([`format::load_named`]).
+fn load_named(named: &StreamModel) -> Result<Model> {
+    format::load_named(named)
 }
 
-/// Loads the model a stream header names: a built-in by name, or the file by path,
-/// checked against the header's content hash.
-fn load_named(named: &StreamModel) -> Result<Model> {
-    let model = format::load(&named.name, None).map_err(|e| {
-        Error::data(format!(
-            "the stream names model {}, which cannot be loaded ({e}); give it with -m",
-            describe(named)
-        ))
+/// Decodes token files: each record's bytes, then a newline unless `whole`. A record's
+/// pieces are written as they come, so memory stays bounded whatever its length. Word
+/// models join words with a space, across pieces too.
+pub(crate) fn decode_token_files(
+    model: &Model,
+    whole: bool,
+    inputs: &[Input],
+    boundary: Boundary,
+    no_mmap: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let words = matches!(model, Model::Word(_));
+    let mut bytes = Vec::with_capacity(1 << 18);
+    // The record has ids written (word models put a space before the next piece).
+    let mut started = false;
+    format::tokens::read_pieces(inputs, boundary, no_mmap, &mut |piece| {
+        if !piece.ids.is_empty() {
+            if words && started {
+                bytes.push(b' ');
+            }
+            let mark = bytes.len();
+            if let Err(id) = decode_ids(model, piece.ids, &mut bytes) {
+                let k = piece.ids.iter().position(|&x| x == id).unwrap_or(0);
+                // What came before the bad id is written, as for id streams.
+                bytes.truncate(mark);
+                let _ = decode_ids(model, &piece.ids[..k], &mut bytes);
+                out.write_all(&bytes).map_err(Error::write)?;
+                return Err(Error::data(format!(
+                    "token {}: id {id} is not in the vocabulary (size {})",
+                    piece.offset + k as u64,
+                    vocab_size(model)
+                ))
+                .in_file(piece.file));
+            }
+            started = true;
+        }
+        if piece.end {
+            if !whole {
+                bytes.push(b'\n');
+            }
+            started = false;
+        }
+        if bytes.len() >= 1 << 16 {
+            out.write_all(&bytes).map_err(Error::write)?;
+            bytes.clear();
+        }
+        Ok(())
     })?;
-    if !ndjson::same_model(model.source(), named) {
-        return Err(Error::data(format!(
-            "the stream names model {}, but that file now has other content; give the right model with -m",
-            describe(named)
-        )));
-    }
-    Ok(model)
+    out.write_all(&bytes).map_err(Error::write)
 }

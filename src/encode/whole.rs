@@ -94,8 +94,84 @@ impl Encoder<'_> {
         threads: usize,
         sink: &mut dyn FnMut(&[u32]) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
+        self.encode_pieces(text, self.pieces(text), threads, sink)
+    }
+
+    /// Encodes a part of one record read in parts (a `--whole` input or a long line,
+    /// from a stream): `first` when the part starts the record, `last` when it ends it.
+    /// Returns how many bytes of `text` it encoded, handing their ids to `sink` in
+    /// order as [`encode_whole_streaming`](Self::encode_whole_streaming) does: all of a
+    /// last part; of another, the longest prefix found whose ids cannot depend on what
+    /// follows (ending at a safe cut, or just after an allowed special token), or 0 when
+    /// there is none yet (the caller then gives a longer part). The parts' ids together
+    /// are the record's.
+    pub fn encode_part<E>(
+        &self,
+        text: &[u8],
+        first: bool,
+        last: bool,
+        threads: usize,
+        sink: &mut dyn FnMut(&[u32]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<usize, E> {
+        let end = if last {
+            text.len()
+        } else {
+            self.part_cut(text)
+        };
+        if end == 0 && !last {
+            return Ok(0);
+        }
+        let text = &text[..end];
+        let pieces = self.pieces_in(text, !first, !last);
+        self.encode_pieces(text, pieces, threads, sink)?;
+        Ok(end)
+    }
+
+    /// The end of the longest prefix of `text` (a part of a record, more of which
+    /// follows) whose ids do not depend on what follows; 0 if none is found. Allowed
+    /// special tokens are found from the part's start as the whole record's encoding
+    /// finds them (the part starts where no special token is under way); only those
+    /// that start where every longer special token would be seen whole are certain.
+    fn part_cut(&self, text: &[u8]) -> usize {
+        let longest = self.specials.first().map_or(0, |(s, _)| s.len());
+        // Positions before `decided` start a special token, or not, whatever follows.
+        let decided = (text.len() + 1).saturating_sub(longest.max(1));
+        let mut after = 0;
+        if !self.specials.is_empty() {
+            let mut from = 0;
+            while let Some((at, len, _)) = self.find_special(text, from) {
+                if at >= decided {
+                    break;
+                }
+                after = at + len;
+                from = after;
+            }
+        }
+        // The last safe cut in the ordinary text after the last special token, looking
+        // back from `decided` (no special token starts between them) a bounded way.
+        let lo = (after + 1).max(decided.saturating_sub(CUT_SEARCH));
+        let cut = match self.cut.get_or_init(|| CutRule::of(self.model)) {
+            CutRule::BytePairs(bits) => (lo..decided).rev().find(|&c| {
+                let bit = (text[c - 1] as usize) << 8 | text[c] as usize;
+                bits[bit >> 6] & (1 << (bit & 63)) == 0
+            }),
+            CutRule::Splitter => self.splitter.as_ref().and_then(|splitter| {
+                let lo = (after + 1).max(decided.saturating_sub(PIECE));
+                splitter.last_safe_cut(&text[..decided], lo, decided.saturating_sub(1))
+            }),
+        };
+        cut.filter(|&c| c > after && c < decided).unwrap_or(after)
+    }
+
+    /// Encodes `pieces` of `text` in order, on up to `threads` threads.
+    fn encode_pieces<E>(
+        &self,
+        text: &[u8],
+        pieces: Vec<Piece>,
+        threads: usize,
+        sink: &mut dyn FnMut(&[u32]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
         let threads = threads.max(1);
-        let pieces = self.pieces(text);
         if threads == 1 || pieces.len() < 2 {
             let mut scratch = self.take_scratch();
             let mut ids = Vec::new();
@@ -129,9 +205,17 @@ impl Encoder<'_> {
     /// allowed special tokens are pieces of their own, ordinary stretches are cut at
     /// safe places about every [`PIECE`] bytes.
     pub(super) fn pieces(&self, text: &[u8]) -> Vec<Piece> {
+        self.pieces_in(text, false, false)
+    }
+
+    /// [`pieces`](Self::pieces) of a part of a record: with `before`, the ordinary text
+    /// at its start continues a stretch begun before it; with `after`, the ordinary text
+    /// at its end goes on after it (either way, those pieces are parts of a stretch).
+    pub(super) fn pieces_in(&self, text: &[u8], before: bool, after: bool) -> Vec<Piece> {
         let mut pieces = Vec::new();
         let mut start = 0;
         let push_ordinary = |from: usize, to: usize, pieces: &mut Vec<Piece>| {
+            let continued = (before && from == 0) || (after && to == text.len());
             let mut s = from;
             while to - s > PIECE + PIECE / 2 {
                 match self.safe_cut(&text[..to], s + PIECE) {
@@ -143,7 +227,7 @@ impl Encoder<'_> {
                 }
             }
             if to > s {
-                pieces.push(Piece::Text(s, to, s > from));
+                pieces.push(Piece::Text(s, to, s > from || continued));
             }
         };
         if !self.specials.is_empty() {

@@ -20,78 +20,181 @@ pub enum IdLine {
 }
 
 /// Parses a JSON array of non-negative integers that fit in u32 into `out` (cleared
-/// first). Errors are short lowercase phrases for `WHERE: WHAT` messages.
+/// first). Errors are short lowercase phrases for `WHERE: WHAT` messages, quoting what
+/// the line holds (`negative id -1`, `id 1e3 is not an integer`).
 pub fn parse_ids_into(line: &[u8], out: &mut Vec<u32>) -> std::result::Result<(), String> {
     out.clear();
-    let mut i = skip_ws(line, 0);
-    if line.get(i) != Some(&b'[') {
-        return Err(expected_array(line));
-    }
-    i = skip_ws(line, i + 1);
-    if line.get(i) == Some(&b']') {
-        return trailing(line, i + 1);
-    }
+    parse_ids_piece(line, PieceState::Start, true, out).map(|_| ())
+}
+
+/// Where a record read in pieces stands between two of them ([`parse_ids_piece`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PieceState {
+    /// At the start of the line.
+    #[default]
+    Start,
+    /// Past whitespace only (so a byte-order mark is no longer at the line's start).
+    Blank,
+    /// Past the `[`: an id or `]` comes next.
+    Open,
+    /// Past a `,`: an id comes next.
+    Value,
+    /// Past an id: `,` or `]` comes next.
+    Separator,
+    /// Past the `]`: only whitespace may follow.
+    Done,
+}
+
+/// Parses one piece of a record (a line too long to hold, read in pieces), appending its
+/// ids to `out`, and returns where the record stands after it; `last` says the piece
+/// ends the line. Pieces must be cut after a `,` or a whitespace byte, or, where a
+/// stretch holds neither, anywhere at least [`QUOTE_MAX`] bytes into it (no valid record
+/// has such a stretch, so the error is found there). Read piece by piece from
+/// [`PieceState::Start`], a line gives the ids and the error message that
+/// [`parse_ids_into`] gives for the whole line.
+pub fn parse_ids_piece(
+    text: &[u8],
+    mut state: PieceState,
+    last: bool,
+    out: &mut Vec<u32>,
+) -> std::result::Result<PieceState, String> {
+    let mut i = 0;
     loop {
-        let start = i;
-        let (value, digits) = scan_digits(&line[i..]);
-        i += digits;
-        let value = value.filter(|&v| v <= u64::from(u32::MAX));
-        if digits > 0 && value.is_none() {
-            return Err(format!(
-                "id {} is out of range (ids are below 2^32)",
-                number_text(line, start)
-            ));
+        i = skip_ws(text, i);
+        if i > 0 && state == PieceState::Start {
+            state = PieceState::Blank;
         }
-        if i == start {
-            return Err(match line.get(i) {
-                Some(b'-') => format!("negative id {}", number_text(line, start + 1)),
-                Some(_) => "expected a non-negative integer id".to_string(),
-                None => "unterminated array".to_string(),
-            });
-        }
-        if i - start > 1 && line[start] == b'0' {
-            return Err("invalid number (leading zero)".to_string());
-        }
-        if matches!(line.get(i), Some(b'.' | b'e' | b'E')) {
-            return Err(format!(
-                "id {} is not an integer",
-                String::from_utf8_lossy(&line[start..(i + 1).min(line.len())])
-            ));
-        }
-        out.push(value.unwrap_or(0) as u32);
-        i = skip_ws(line, i);
-        match line.get(i) {
-            Some(b',') => i = skip_ws(line, i + 1),
-            Some(b']') => return trailing(line, i + 1),
-            Some(_) => return Err("expected ',' or ']' in array".to_string()),
-            None => return Err("unterminated array".to_string()),
+        let Some(&byte) = text.get(i) else {
+            return match state {
+                _ if !last => Ok(state),
+                PieceState::Done => Ok(state),
+                PieceState::Start | PieceState::Blank => {
+                    Err("empty line where a record (a JSON array of ids) was expected".to_string())
+                }
+                _ => Err("unterminated array".to_string()),
+            };
+        };
+        match state {
+            PieceState::Start | PieceState::Blank => {
+                if byte != b'[' {
+                    return Err(if state == PieceState::Start && text.starts_with(BOM) {
+                        BOM_MESSAGE.to_string()
+                    } else {
+                        "expected a JSON array of ids".to_string()
+                    });
+                }
+                i += 1;
+                state = PieceState::Open;
+            }
+            PieceState::Open if byte == b']' => {
+                i += 1;
+                state = PieceState::Done;
+            }
+            PieceState::Open | PieceState::Value => {
+                i = parse_id(text, i, last, out)?;
+                state = PieceState::Separator;
+            }
+            PieceState::Separator => {
+                match byte {
+                    b',' => state = PieceState::Value,
+                    b']' => state = PieceState::Done,
+                    _ => {
+                        return Err(format!(
+                            "expected ',' or ']' after an id, found {}",
+                            snippet(&text[i..])
+                        ))
+                    }
+                }
+                i += 1;
+            }
+            PieceState::Done => return Err("unexpected text after the array".to_string()),
         }
     }
 }
 
+/// The id at `text[start..]` pushed to `out`, and the index after it; or what is wrong
+/// with it, quoting it.
+fn parse_id(
+    text: &[u8],
+    start: usize,
+    last: bool,
+    out: &mut Vec<u32>,
+) -> std::result::Result<usize, String> {
+    let (value, digits) = scan_digits(&text[start..]);
+    let i = start + digits;
+    if digits == 0 {
+        return Err(match text[start] {
+            b'-' if text.get(start + 1).is_some_and(u8::is_ascii_digit) => {
+                format!("negative id {}", number_text(text, start))
+            }
+            _ => format!(
+                "expected a non-negative integer id, found {}",
+                snippet(&text[start..])
+            ),
+        });
+    }
+    if matches!(text.get(i), Some(b'.' | b'e' | b'E')) {
+        return Err(format!("id {} is not an integer", number_text(text, start)));
+    }
+    if digits > 1 && text[start] == b'0' {
+        return Err(format!(
+            "invalid number {} (leading zero)",
+            number_text(text, start)
+        ));
+    }
+    // A number that runs to the end of a piece that is not the last was cut where no
+    // `,` or whitespace came for a long stretch: far too long to be an id.
+    let value = value.filter(|&v| v <= u64::from(u32::MAX) && (last || i < text.len()));
+    let Some(value) = value else {
+        return Err(format!(
+            "id {} is out of range (ids are below 2^32)",
+            number_text(text, start)
+        ));
+    };
+    out.push(value as u32);
+    Ok(i)
+}
+
+/// The longest a quoted piece of input in a message may be, in bytes.
+const QUOTE_MAX: usize = 24;
+
+/// The number-like text at `start` (what a JSON number may hold: digits, sign, point,
+/// exponent), as the input has it, cut to [`QUOTE_MAX`] bytes (then `...`): messages
+/// quote what they saw (`-1`, `1e3`, `71.0`).
 fn number_text(line: &[u8], start: usize) -> String {
-    let end = line[start..]
+    let rest = &line[start..];
+    let len = rest
         .iter()
-        .position(|b| !b.is_ascii_digit())
-        .map_or(line.len(), |n| start + n);
-    String::from_utf8_lossy(&line[start..end]).into_owned()
-}
-
-fn trailing(line: &[u8], i: usize) -> std::result::Result<(), String> {
-    if skip_ws(line, i) == line.len() {
-        Ok(())
+        .position(|b| !matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+        .unwrap_or(rest.len());
+    if len <= QUOTE_MAX {
+        String::from_utf8_lossy(&rest[..len]).into_owned()
     } else {
-        Err("unexpected text after the array".to_string())
+        format!("{}...", String::from_utf8_lossy(&rest[..QUOTE_MAX]))
     }
 }
 
-fn expected_array(line: &[u8]) -> String {
-    if line.starts_with(BOM) {
-        BOM_MESSAGE.to_string()
-    } else if skip_ws(line, 0) == line.len() {
-        "empty line where a record (a JSON array of ids) was expected".to_string()
+/// What starts `rest`, as a quoted string for a message: one JSON token (up to a
+/// separator or whitespace; a lone separator is itself), cut to [`QUOTE_MAX`] bytes.
+fn snippet(rest: &[u8]) -> String {
+    let is_end = |b: &u8| {
+        matches!(
+            b,
+            b',' | b'[' | b']' | b'{' | b'}' | b':' | b' ' | b'\t' | b'\r' | b'\n'
+        )
+    };
+    let len = rest
+        .iter()
+        .position(is_end)
+        .unwrap_or(rest.len())
+        .max(1)
+        .min(rest.len());
+    let cut = len.min(QUOTE_MAX);
+    let text = String::from_utf8_lossy(&rest[..cut]);
+    if cut < len {
+        format!("{text:?}...")
     } else {
-        "expected a JSON array of ids".to_string()
+        format!("{text:?}")
     }
 }
 
@@ -173,6 +276,19 @@ pub struct StreamModel {
     pub sha256: Option<String>,
 }
 
+impl StreamModel {
+    /// `"m.json" (sha256 0123456789ab)`, or `"o200k_base"`: the model, for messages.
+    pub fn describe(&self) -> String {
+        match &self.sha256 {
+            Some(hash) => {
+                let short: String = hash.chars().take(12).collect();
+                format!("{:?} (sha256 {short})", self.name)
+            }
+            None => format!("{:?}", self.name),
+        }
+    }
+}
+
 /// Reads an id-stream header object.
 pub fn parse_stream_header(
     header: &Map<String, Value>,
@@ -215,8 +331,34 @@ mod tests {
         assert_eq!(ids(" [ 1 , 22,333 ] \r"), Ok(vec![1, 22, 333]));
         assert_eq!(ids("[4294967295]"), Ok(vec![u32::MAX]));
         assert!(ids("[4294967296]").unwrap_err().contains("out of range"));
-        assert!(ids("[-1]").unwrap_err().contains("negative"));
-        assert!(ids("[1.5]").unwrap_err().contains("not an integer"));
+        assert_eq!(ids("[-1]").unwrap_err(), "negative id -1");
+        assert_eq!(ids("[1e3]").unwrap_err(), "id 1e3 is not an integer");
+        assert_eq!(ids("[71.0]").unwrap_err(), "id 71.0 is not an integer");
+        assert_eq!(
+            ids("[2,1.5e-3]").unwrap_err(),
+            "id 1.5e-3 is not an integer"
+        );
+        assert_eq!(ids("[01]").unwrap_err(), "invalid number 01 (leading zero)");
+        assert_eq!(
+            ids("[4294967296]").unwrap_err(),
+            "id 4294967296 is out of range (ids are below 2^32)"
+        );
+        let long = format!("[{}]", "9".repeat(1000));
+        assert_eq!(
+            ids(&long).unwrap_err(),
+            format!(
+                "id {}... is out of range (ids are below 2^32)",
+                "9".repeat(24)
+            )
+        );
+        assert_eq!(
+            ids("[1,\"a\"]").unwrap_err(),
+            "expected a non-negative integer id, found \"\\\"a\\\"\""
+        );
+        assert_eq!(
+            ids("[1 x]").unwrap_err(),
+            "expected ',' or ']' after an id, found \"x\""
+        );
         assert!(ids("[1,]").is_err());
         assert!(ids("[1 2]").is_err());
         assert!(ids("[01]").is_err());
@@ -224,6 +366,67 @@ mod tests {
         assert!(ids("[1").is_err());
         assert!(ids("").unwrap_err().contains("empty line"));
         assert!(ids("\"x\"").is_err());
+    }
+
+    /// Cuts `line` into pieces as a reader of long lines may (after a `,` or a
+    /// whitespace byte, chosen at random), and parses them one at a time.
+    fn ids_in_pieces(
+        line: &[u8],
+        below: &mut impl FnMut(u64) -> u64,
+    ) -> std::result::Result<Vec<u32>, String> {
+        let mut out = Vec::new();
+        let mut state = PieceState::Start;
+        let mut start = 0;
+        for (k, &b) in line.iter().enumerate() {
+            if matches!(b, b',' | b' ' | b'\t' | b'\r' | b'\n') && below(3) == 0 {
+                state = parse_ids_piece(&line[start..=k], state, false, &mut out)?;
+                start = k + 1;
+            }
+        }
+        parse_ids_piece(&line[start..], state, true, &mut out)?;
+        Ok(out)
+    }
+
+    #[test]
+    fn pieces_read_as_the_whole_line() {
+        let mut below = crate::test_rng::below_u64(25);
+        let alphabet = b"0123456789,, [] -.e\"x{}\t";
+        let mut cases: Vec<Vec<u8>> = [
+            "[1,2,3]",
+            " [ 1 , 22 ,333 ] ",
+            "[]",
+            "[1,]",
+            "[1 2]",
+            "[-1]",
+            "[1e3]",
+            "[71.0]",
+            "[01]",
+            "[4294967296]",
+            "[1] x",
+            "   ",
+            "",
+            "[1,",
+            "\u{feff}[1]",
+        ]
+        .iter()
+        .map(|c| c.as_bytes().to_vec())
+        .collect();
+        for _ in 0..3000 {
+            let len = below(24) as usize;
+            let mut line = vec![b'['];
+            line.extend((0..len).map(|_| alphabet[below(alphabet.len() as u64) as usize]));
+            if below(2) == 0 {
+                line.push(b']');
+            }
+            cases.push(line);
+        }
+        for line in &cases {
+            let whole = ids(&String::from_utf8_lossy(line));
+            for _ in 0..4 {
+                let pieces = ids_in_pieces(line, &mut below);
+                assert_eq!(pieces, whole, "{:?}", String::from_utf8_lossy(line));
+            }
+        }
     }
 
     #[test]

@@ -1,17 +1,23 @@
 //! The suite's file and stream formats, read and written in one place: model files
-//! (BPE and word), and the model formats of the libraries the field uses (tiktoken rank
-//! files, HF `tokenizer.json`, minbpe `.model`), and id streams. This module also resolves
-//! `-m MODEL` to a model, telling the formats apart by content: a JSON object whose first
-//! key is one `tokenizers` writes is a `tokenizer.json`, a first line `minbpe v1` a minbpe
-//! file, a first line `base64 number` a rank file, anything else a model file (and the
-//! file name's extension decides only when the content says nothing).
+//! (BPE and word), the model formats of the libraries the field uses (tiktoken rank
+//! files, HF `tokenizer.json`, minbpe `.model`), id streams, JSONL documents, token files
+//! (the binary id files LLM trainers read) and counts files (chunk counts of a corpus or a
+//! shard, for training past one machine). Their normative description is
+//! `docs/formats.md`. This module also resolves `-m MODEL` to a model, telling the formats
+//! apart by content: a JSON object whose first key is one `tokenizers` writes is a
+//! `tokenizer.json`, a first line `minbpe v1` a minbpe file, a first line `base64 number` a
+//! rank file, anything else a model file (and the file name's extension decides only when
+//! the content says nothing).
 
+pub mod counts;
 pub mod hf;
 pub mod ids;
 pub(crate) mod json;
+pub mod jsonl;
 pub mod minbpe;
 pub mod model_file;
 pub mod tiktoken;
+pub mod tokens;
 pub mod word_file;
 
 use std::fs;
@@ -20,7 +26,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::identity::{sha256_hex, ModelSource};
-use crate::input::{self, Source};
+use crate::input;
 use crate::model::{Model, SpecialToken};
 use crate::pretokenize::SplitSpec;
 
@@ -73,20 +79,120 @@ pub struct RankFileOptions {
     pub specials: Vec<SpecialToken>,
 }
 
+/// The flag that lets `-m` name a pipe (see [`input::WholeFile::pipes`]).
+pub const MODEL_PIPE_FLAG: &str = "--model-pipe";
+
+/// How `-m MODEL` may be read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadOptions {
+    /// `--model-pipe`: a pipe (`-m <(zcat m.json.gz)`) is read, up to the size limit.
+    pub pipes: bool,
+}
+
 /// Loads `-m MODEL`: a built-in name, or a file of any format the suite reads (a model
 /// file, a tiktoken rank file split by `tiktoken_split`, an HF `tokenizer.json`, a minbpe
-/// `.model`), told apart by content.
+/// `.model`), told apart by content. Files are read only when they are regular files of
+/// at most [`input::MODEL_FILE_LIMIT`] bytes.
 pub fn load(spec: &str, tiktoken_split: Option<SplitSpec>) -> Result<Model> {
-    let options = RankFileOptions {
+    load_with(spec, tiktoken_split, LoadOptions::default())
+}
+
+/// [`load`], with a pipe accepted when `options` says so.
+pub fn load_with(
+    spec: &str,
+    tiktoken_split: Option<SplitSpec>,
+    options: LoadOptions,
+) -> Result<Model> {
+    let rank = RankFileOptions {
         split: tiktoken_split,
         specials: Vec::new(),
     };
-    Ok(open(spec, &options)?.model)
+    Ok(open_with(spec, &rank, options)?.model)
 }
 
 /// Loads `-m MODEL` as [`load`] does, saying which format it was and with its notes.
 /// `options` apply to a rank file only: given for another format, they are a usage error.
 pub fn open(spec: &str, options: &RankFileOptions) -> Result<Loaded> {
+    open_with(spec, options, LoadOptions::default())
+}
+
+/// [`open`], with a pipe accepted when `load` says so.
+pub fn open_with(spec: &str, options: &RankFileOptions, load: LoadOptions) -> Result<Loaded> {
+    let rules = input::WholeFile {
+        what: "model file",
+        limit: input::MODEL_FILE_LIMIT,
+        pipes: load.pipes,
+        pipe_flag: Some(MODEL_PIPE_FLAG),
+    };
+    open_file(spec, options, &rules)
+}
+
+/// Loads the model an id stream's header names: a built-in by name; a file by its path
+/// (relative to the current folder, as the encoder was given it) only when it is a
+/// regular file within the size limit whose SHA-256 is the header's, checked by reading
+/// it in small blocks before it is read whole. A header is data: it must not make a
+/// tool read a device, wait on a FIFO, or hold a file that is not the model. Each error
+/// says what the header names and what is wrong.
+pub fn load_named(named: &ids::StreamModel) -> Result<Model> {
+    let described = named.describe();
+    let cannot = |e: Error| {
+        Error::data(format!(
+            "the stream names model {described}, which cannot be loaded ({e}); give it with -m"
+        ))
+    };
+    if let Some(model) = crate::model::builtin(&named.name) {
+        if named.sha256.is_some() {
+            return Err(Error::data(format!(
+                "the stream names built-in model {:?} with a \"sha256\" (built-in models have \
+                 none, so the header was not written for it); give the model with -m",
+                named.name
+            )));
+        }
+        return Ok(Model::Bpe(model));
+    }
+    let Some(expected) = named.sha256.as_deref() else {
+        return Err(Error::data(format!(
+            "the stream names model {described} but no \"sha256\" of its file, so the file \
+             cannot be checked (bpe-encode writes both; built-in models: {}); give the model \
+             with -m",
+            crate::model::BUILTINS.join(", ")
+        )));
+    };
+    let rules = input::WholeFile {
+        what: "model file named by a stream header",
+        limit: input::MODEL_FILE_LIMIT,
+        pipes: false,
+        pipe_flag: None,
+    };
+    let path = Path::new(&named.name);
+    if fs::symlink_metadata(path).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
+        return Err(cannot(
+            Error::data("no such file in the current folder").in_file(&named.name),
+        ));
+    }
+    let found = input::whole_file_sha256(path, &named.name, &rules).map_err(cannot)?;
+    if found != expected {
+        return Err(other_content(named));
+    }
+    let model = open_file(&named.name, &RankFileOptions::default(), &rules)
+        .map_err(cannot)?
+        .model;
+    if !ids::same_model(model.source(), named) {
+        // Changed between the check and the reading.
+        return Err(other_content(named));
+    }
+    Ok(model)
+}
+
+fn other_content(named: &ids::StreamModel) -> Error {
+    Error::data(format!(
+        "the stream names model {}, but that file now has other content; give the right \
+         model with -m",
+        named.describe()
+    ))
+}
+
+fn open_file(spec: &str, options: &RankFileOptions, rules: &input::WholeFile) -> Result<Loaded> {
     if let Some(model) = crate::model::builtin(spec) {
         rank_options_unused(options, spec, "a built-in model")?;
         return Ok(Loaded {
@@ -106,8 +212,7 @@ pub fn open(spec: &str, options: &RankFileOptions) -> Result<Loaded> {
         ))
         .in_file(spec));
     }
-    let source = Source::file(path);
-    let data = input::read_source(&source, false)?;
+    let data = input::read_whole_file(path, spec, rules)?;
     parse(&data, spec, options)
 }
 

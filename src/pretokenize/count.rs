@@ -1,5 +1,8 @@
 //! Chunk counting for training: the distinct chunks of a text with their counts, in
-//! first-appearance order, counted in parallel shards or streamed block by block.
+//! first-appearance order, counted in parallel shards or streamed block by block; either
+//! over the text as one stream, or record by record (`bpe-train --records`: each line,
+//! with its `\n`, is pre-split on its own, so a chunk never spans two records and any
+//! cut of the input at line ends counts the same as the whole).
 //!
 //! Performance notes: the table is a hand-rolled open-addressing index over the arena
 //! (8-byte slots: a 32-bit hash tag and an entry number) rather than an
@@ -8,7 +11,7 @@
 //! each shard's distinct chunks in their own first-appearance order, which is exactly the
 //! global first-appearance order.
 
-use super::Splitter;
+use super::{SpecialCutter, Splitter};
 
 /// Distinct chunks with their counts, in order of first appearance; stored compactly as
 /// one byte arena plus spans (about 28 bytes per distinct chunk besides its bytes while
@@ -71,6 +74,12 @@ impl ChunkCounts {
 
     /// Adds `n` occurrences of `chunk` (a new chunk goes last).
     pub fn add(&mut self, chunk: &[u8], n: u64) {
+        self.add_at(chunk, n);
+    }
+
+    /// [`ChunkCounts::add`], returning the chunk's entry number (its place in
+    /// first-appearance order). A count that would pass `u64::MAX` stays there.
+    pub(crate) fn add_at(&mut self, chunk: &[u8], n: u64) -> usize {
         if (self.counts.len() + 1) * 2 > self.slots.len() {
             self.grow();
         }
@@ -85,8 +94,8 @@ impl ChunkCounts {
             }
             let i = (e - 1) as usize;
             if t == tag && self.chunk(i) == chunk {
-                self.counts[i] += n;
-                return;
+                self.counts[i] = self.counts[i].saturating_add(n);
+                return i;
             }
             pos = (pos + 1) & mask;
         }
@@ -94,6 +103,7 @@ impl ChunkCounts {
         self.ends.push(self.bytes.len());
         self.counts.push(n);
         self.slots[pos] = (tag, self.counts.len() as u32);
+        self.counts.len() - 1
     }
 
     /// Adds every chunk of `other` with its count, in `other`'s order.
@@ -118,7 +128,7 @@ impl ChunkCounts {
     }
 
     /// Frees the lookup index (after counting ends; `add` rebuilds it if needed).
-    fn shrink(&mut self) {
+    pub(crate) fn shrink(&mut self) {
         self.slots = Vec::new();
         self.bytes.shrink_to_fit();
         self.ends.shrink_to_fit();
@@ -261,6 +271,198 @@ impl<'s> ChunkCounter<'s> {
     pub fn finish(mut self) -> ChunkCounts {
         let pending = std::mem::take(&mut self.pending);
         count_into(&mut self.counts, &pending, self.splitter, self.threads);
+        self.counts.shrink();
+        self.counts
+    }
+}
+
+/// Counts the chunks of the records of `text` record by record, on up to `threads`
+/// threads: each line with its `\n` (one is supplied after a last line that lacks it)
+/// is cut at the special tokens of `specials`, and each piece split by `splitter` on its
+/// own. Any cut of `text` after a `\n` counts the same, so the text is sharded at line
+/// ends whatever the pattern (custom ones too).
+pub fn count_records(
+    text: &[u8],
+    splitter: &Splitter,
+    specials: &SpecialCutter,
+    threads: usize,
+) -> ChunkCounts {
+    let mut counts = ChunkCounts::new();
+    count_records_into(&mut counts, text, splitter, specials, threads);
+    counts.shrink();
+    counts
+}
+
+/// Adds the chunks of one record (its exact bytes: a line with its `\n`, or a JSONL
+/// document's text) to `counts`.
+pub fn count_record(
+    counts: &mut ChunkCounts,
+    record: &[u8],
+    splitter: &Splitter,
+    specials: &SpecialCutter,
+) {
+    specials.for_each_piece(record, &mut |piece| {
+        splitter.split(piece, &mut |chunk| counts.add(chunk, 1));
+    });
+}
+
+/// Counts the lines of `text` on this thread.
+fn count_lines_one(
+    counts: &mut ChunkCounts,
+    text: &[u8],
+    splitter: &Splitter,
+    specials: &SpecialCutter,
+) {
+    let mut start = 0;
+    for end in memchr::memchr_iter(b'\n', text) {
+        count_record(counts, &text[start..=end], splitter, specials);
+        start = end + 1;
+    }
+    if start < text.len() {
+        let mut last = text[start..].to_vec();
+        last.push(b'\n');
+        count_record(counts, &last, splitter, specials);
+    }
+}
+
+/// Adds the chunks of the lines of `text` to `counts`, sharding the text at line ends.
+fn count_records_into(
+    counts: &mut ChunkCounts,
+    text: &[u8],
+    splitter: &Splitter,
+    specials: &SpecialCutter,
+    threads: usize,
+) {
+    let threads = threads.max(1).min(text.len() / MIN_SHARD).max(1);
+    if threads == 1 {
+        count_lines_one(counts, text, splitter, specials);
+        return;
+    }
+    let mut cuts = vec![0];
+    for k in 1..threads {
+        let near = (text.len() / threads * k).max(*cuts.last().unwrap_or(&0));
+        if let Some(nl) = memchr::memchr(b'\n', &text[near..]) {
+            if near + nl + 1 < text.len() {
+                cuts.push(near + nl + 1);
+            }
+        }
+    }
+    cuts.push(text.len());
+    cuts.dedup();
+    let shards: Vec<&[u8]> = cuts.windows(2).map(|w| &text[w[0]..w[1]]).collect();
+    let (first, rest) = shards
+        .split_first()
+        .map_or((&[][..], &[][..]), |(f, r)| (*f, r));
+    let partial: Vec<ChunkCounts> = std::thread::scope(|scope| {
+        let handles: Vec<_> = rest
+            .iter()
+            .map(|shard| {
+                scope.spawn(move || {
+                    let mut c = ChunkCounts::new();
+                    count_lines_one(&mut c, shard, splitter, specials);
+                    c
+                })
+            })
+            .collect();
+        count_lines_one(counts, first, splitter, specials);
+        handles
+            .into_iter()
+            .zip(rest)
+            .map(|(h, shard)| {
+                h.join().unwrap_or_else(|_| {
+                    // A shard thread cannot panic short of a bug; recount it here.
+                    let mut c = ChunkCounts::new();
+                    count_lines_one(&mut c, shard, splitter, specials);
+                    c
+                })
+            })
+            .collect()
+    });
+    for p in &partial {
+        counts.merge(p);
+    }
+}
+
+/// Counts record by record a text that arrives in blocks (stdin of any size): the result
+/// is identical to [`count_records`] over the concatenated blocks. Each batch is counted
+/// up to its last line end; only the unfinished line is held back, so memory grows with
+/// the distinct chunks and the longest line, not with the text.
+pub struct RecordCounter<'s> {
+    splitter: &'s Splitter,
+    specials: &'s SpecialCutter,
+    threads: usize,
+    batch: usize,
+    pending: Vec<u8>,
+    counts: ChunkCounts,
+}
+
+impl<'s> RecordCounter<'s> {
+    /// A counter splitting with `splitter`, cutting at `specials`, on up to `threads`
+    /// threads.
+    pub fn new(
+        splitter: &'s Splitter,
+        specials: &'s SpecialCutter,
+        threads: usize,
+    ) -> RecordCounter<'s> {
+        let threads = threads.max(1);
+        RecordCounter {
+            splitter,
+            specials,
+            threads,
+            batch: threads * (4 << 20),
+            pending: Vec::new(),
+            counts: ChunkCounts::new(),
+        }
+    }
+
+    /// Sets how many bytes to gather before counting (default: 4 MiB per thread).
+    pub fn set_batch(&mut self, bytes: usize) {
+        self.batch = bytes.max(1);
+    }
+
+    /// Adds the next block of the text (blocks may cut anywhere).
+    pub fn feed(&mut self, block: &[u8]) {
+        self.pending.extend_from_slice(block);
+        if self.pending.len() < self.batch {
+            return;
+        }
+        if let Some(nl) = memchr::memrchr(b'\n', &self.pending) {
+            let p = nl + 1;
+            count_records_into(
+                &mut self.counts,
+                &self.pending[..p],
+                self.splitter,
+                self.specials,
+                self.threads,
+            );
+            self.pending.drain(..p);
+        }
+    }
+
+    /// Ends one input: its last line, if it lacks a `\n`, is a record of its own (with
+    /// the `\n` supplied), not the start of the next input's first line.
+    pub fn end_input(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        count_records_into(
+            &mut self.counts,
+            &pending,
+            self.splitter,
+            self.specials,
+            self.threads,
+        );
+    }
+
+    /// Adds one record as it is (a JSONL document's text), after any pending lines.
+    pub fn add_record(&mut self, record: &[u8]) {
+        if !self.pending.is_empty() {
+            self.end_input();
+        }
+        count_record(&mut self.counts, record, self.splitter, self.specials);
+    }
+
+    /// Counts what is held back and returns the counts of all the records.
+    pub fn finish(mut self) -> ChunkCounts {
+        self.end_input();
         self.counts.shrink();
         self.counts
     }

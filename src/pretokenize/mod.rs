@@ -1,6 +1,7 @@
 //! Split patterns (pre-tokenization): the preset patterns of minbpe and tiktoken, the
 //! splitter that cuts text into chunks that BPE pairs never cross, safe cut points for
-//! parallel work, and chunk counting for training.
+//! parallel work, cutting at special tokens, and chunk counting for training (over the
+//! whole stream, or record by record for training in shards).
 //!
 //! # Semantics
 //!
@@ -63,8 +64,12 @@
 pub mod classes;
 mod count;
 mod fast;
+mod specials;
 
-pub use count::{count_chunks, ChunkCounter, ChunkCounts};
+pub use count::{
+    count_chunks, count_record, count_records, ChunkCounter, ChunkCounts, RecordCounter,
+};
+pub use specials::SpecialCutter;
 
 use crate::error::{Error, Result};
 use fast::Preset;
