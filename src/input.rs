@@ -268,19 +268,37 @@ fn open_file(source: &Source, path: &Path) -> Result<File> {
 }
 
 /// Maps `file` when it is a regular file of non-zero length; `None` means "read it".
-fn try_map(file: &File) -> Option<memmap2::Mmap> {
+fn try_map(source: &Source, file: &File) -> Option<memmap2::Mmap> {
     let meta = file.metadata().ok()?;
     if !meta.is_file() || meta.len() == 0 {
         return None;
     }
+    before_map(&source.name);
     // SAFETY: the map is read-only and private to this process. If another process
-    // truncates the file while we read it, the kernel may raise SIGBUS; that risk is
-    // the documented price of mapping (see CAVEATS in the man pages) and `--no-mmap`
-    // avoids it. Nothing here writes through the map or assumes its bytes are stable
-    // beyond reading them as plain data.
+    // truncates the file while we read it, the kernel raises SIGBUS on the pages that
+    // are gone; the binaries turn that into an error message (see [`on_map`]), and
+    // `--no-mmap` avoids it. Nothing here writes through the map or assumes its bytes
+    // are stable beyond reading them as plain data.
     #[allow(unsafe_code)]
     let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
     Some(map)
+}
+
+/// What the program does before the first file is mapped, with the name of each file
+/// mapped: set once by the binaries (`cli`), which end a run whose mapped input shrinks
+/// under it (SIGBUS) with a message naming the file instead of a signal death. The
+/// library itself never handles signals.
+static ON_MAP: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
+
+/// Sets the hook called with a file's name before it is mapped (once per program).
+pub fn on_map(hook: fn(&str)) {
+    let _ = ON_MAP.set(hook);
+}
+
+fn before_map(name: &str) {
+    if let Some(hook) = ON_MAP.get() {
+        hook(name);
+    }
 }
 
 /// Reads one source entirely (mapping it when allowed).
@@ -297,7 +315,7 @@ pub fn read_source(source: &Source, no_mmap: bool) -> Result<Data> {
         Some(path) => {
             let mut file = open_file(source, path)?;
             if !no_mmap {
-                if let Some(map) = try_map(&file) {
+                if let Some(map) = try_map(source, &file) {
                     return Ok(Data::Mapped(map));
                 }
             }
@@ -328,7 +346,7 @@ pub fn map_source(source: &Source) -> Result<Option<Data>> {
         return Ok(None);
     };
     let file = open_file(source, path)?;
-    Ok(try_map(&file).map(Data::Mapped))
+    Ok(try_map(source, &file).map(Data::Mapped))
 }
 
 /// Reads up to 64 KB more of `stream` onto the end of `buf` and returns how many bytes
@@ -372,7 +390,7 @@ pub fn for_each_line(sources: &[Source], no_mmap: bool, each: &mut LineHandler) 
     for source in sources {
         if let (false, Some(path)) = (no_mmap, &source.path) {
             let file = open_file(source, path)?;
-            if let Some(map) = try_map(&file) {
+            if let Some(map) = try_map(source, &file) {
                 let mut line_no = 0;
                 for line in Lines::new(&map) {
                     line_no += 1;
@@ -412,7 +430,7 @@ pub fn for_each_block(
     for source in sources {
         if let (false, Some(path)) = (no_mmap, &source.path) {
             let file = open_file(source, path)?;
-            if let Some(map) = try_map(&file) {
+            if let Some(map) = try_map(source, &file) {
                 each(&map)?;
                 continue;
             }
@@ -474,7 +492,7 @@ pub fn for_each_run(
     for source in sources {
         if let (false, Some(path)) = (no_mmap, &source.path) {
             let file = open_file(source, path)?;
-            if let Some(map) = try_map(&file) {
+            if let Some(map) = try_map(source, &file) {
                 // All of it in one run: the map costs no memory of ours, and the caller
                 // then has no run boundaries to drain its threads at.
                 if !map.is_empty() {

@@ -712,3 +712,69 @@ fn encoding_in_parts_is_encoding_whole() {
         }
     }
 }
+
+/// A mapped input that another program truncates while a tool reads it ends with exit 1
+/// and a message naming the file, never a signal death (SIGBUS, exit 135), and leaves no
+/// `-o` temporary file. The truncation races with the reading, so each attempt truncates
+/// later; an attempt that truncates before the map, or after the reading, ends cleanly
+/// too, and at least one attempt must hit the reading.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_mapped_input_that_shrinks_is_an_error_not_a_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch("robust-sigbus");
+    let mut rng = XorShift(0x5eed_b005);
+    let line: Vec<u8> = (0..4000).map(|_| b"abcdefgh ij"[rng.below(11)]).collect();
+    let mut hit = false;
+    for attempt in 0..8u64 {
+        let path = dir.join("big.txt");
+        let mut text = Vec::with_capacity(48 << 20);
+        while text.len() < 48 << 20 {
+            text.extend_from_slice(&line);
+            text.push(b'\n');
+        }
+        fs::write(&path, &text).unwrap();
+        drop(text);
+        let child = StdCommand::new(bin("bpe-encode"))
+            .current_dir(&dir)
+            .args(["-j", "1", "--count", "-o", "out.txt", "big.txt"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20 + 40 * attempt));
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(4096)
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.signal(), None, "attempt {attempt}: {stderr}");
+        let temps = fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .contains(".tmp")
+            })
+            .count();
+        assert_eq!(temps, 0, "attempt {attempt}: a temporary file is left");
+        if output.status.code() == Some(1) {
+            assert_eq!(
+                stderr,
+                "bpe-encode: error: big.txt: the file shrank while it was read (another \
+                 program truncated or replaced it); --no-mmap reads files that may change\n"
+            );
+            assert!(!dir.join("out.txt").exists());
+            hit = true;
+            break;
+        }
+        assert_eq!(output.status.code(), Some(0), "attempt {attempt}: {stderr}");
+        let _ = fs::remove_file(dir.join("out.txt"));
+    }
+    assert!(hit, "no attempt truncated the file while it was read");
+}

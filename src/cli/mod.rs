@@ -96,6 +96,7 @@ pub fn stderr_line(line: fmt::Arguments<'_>) {
 /// see [`generate`].
 pub fn parse_args<A: clap::Parser>(tool: &'static str) -> std::result::Result<A, ExitCode> {
     let _ = oom::TOOL.set(tool);
+    crate::input::on_map(output::watch_mapped);
     if let Some(status) = generate::<A>(tool) {
         return Err(status);
     }

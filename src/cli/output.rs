@@ -385,20 +385,56 @@ fn remove_on_signal(temp: &Path) {
     watch_signals();
 }
 
-/// Starts the thread of [`remove_on_signal`], once.
+/// The name of the file mapped last, for the message of [`watch_mapped`].
+static MAPPED: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+/// Called (through [`crate::input::on_map`]) before each input file is mapped: a file
+/// that another program truncates while it is read makes the kernel raise SIGBUS on the
+/// pages that are gone, which would end the run with a signal death (exit 135). Instead
+/// the faulting thread waits, and the signal thread writes
+/// `TOOL: error: FILE: the file shrank while it was read ...`, removes a pending `-o`
+/// temporary file and ends the run with status 1. Reading through the map cannot be
+/// made to fail softly (the access is a plain memory read), and copying every input
+/// instead of mapping it costs what `scripts/bench-mmap.sh` shows; `--no-mmap` avoids
+/// the case altogether.
+pub(super) fn watch_mapped(name: &str) {
+    if let Ok(mut mapped) = MAPPED.lock() {
+        mapped.clear();
+        mapped.push_str(name);
+    }
+    #[cfg(unix)]
+    watch_signals();
+}
+
+/// Starts the thread of [`remove_on_signal`] and [`watch_mapped`], once.
 #[cfg(unix)]
 fn watch_signals() {
-    use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
+    use signal_hook::consts::signal::{SIGBUS, SIGHUP, SIGINT, SIGTERM};
     static WATCH: std::sync::Once = std::sync::Once::new();
     WATCH.call_once(|| {
-        let Some(ignored) = ignored_signals() else {
-            return;
+        // Terminating signals only when the ones the run was started with ignored are
+        // known (they must stay ignored); SIGBUS always.
+        let mut watched: Vec<i32> = match ignored_signals() {
+            Some(ignored) => [SIGINT, SIGTERM, SIGHUP]
+                .into_iter()
+                .filter(|&signal| ignored & (1 << (signal - 1)) == 0)
+                .collect(),
+            None => Vec::new(),
         };
-        let watched = [SIGINT, SIGTERM, SIGHUP]
-            .into_iter()
-            .filter(|&signal| ignored & (1 << (signal - 1)) == 0);
+        watched.push(SIGBUS);
         let Ok(mut signals) = signal_hook::iterator::Signals::new(watched) else {
             return;
+        };
+        // After the signal thread is woken (the action registered first runs first), the
+        // faulting thread must not return to the read that faulted: it waits until the
+        // signal thread ends the process.
+        // SAFETY: the action only calls `pause`, which is async-signal-safe, and never
+        // returns; it touches no memory.
+        #[allow(unsafe_code)]
+        let _ = unsafe {
+            signal_hook::low_level::register(SIGBUS, || loop {
+                libc::pause();
+            })
         };
         let _ = std::thread::Builder::new()
             .name("signals".into())
@@ -407,10 +443,35 @@ fn watch_signals() {
                     for temp in lock_pending().drain(..) {
                         let _ = fs::remove_file(temp);
                     }
+                    if signal == SIGBUS {
+                        shrunk_input();
+                    }
                     let _ = signal_hook::low_level::emulate_default_handler(signal);
                 }
             });
     });
+}
+
+/// The end of a run whose mapped input shrank: the message, then status 1 (`_exit`: the
+/// faulting thread may hold the standard-output lock that `exit` would wait for).
+#[cfg(unix)]
+fn shrunk_input() -> ! {
+    use std::io::Write;
+    let tool = super::oom::TOOL.get().copied().unwrap_or("toksuite");
+    let name = MAPPED
+        .try_lock()
+        .map(|name| name.clone())
+        .unwrap_or_else(|_| "a mapped input".to_string());
+    let _ = writeln!(
+        std::io::stderr(),
+        "{tool}: error: {name}: the file shrank while it was read (another program \
+         truncated or replaced it); --no-mmap reads files that may change"
+    );
+    // SAFETY: `_exit` ends the process at once; nothing runs after it.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::_exit(1)
+    }
 }
 
 /// The signals this process ignores, as the kernel's mask (bit `signal - 1`), read from
