@@ -6,7 +6,7 @@
 use ahash::AHashMap;
 use toksuite::encode::{encode_batch, AllowedSpecial, Encoder};
 use toksuite::format::tiktoken;
-use toksuite::model::{BpeModel, ModelSource, SpecialToken};
+use toksuite::model::{identity_bytes, BpeModel, ModelSource, SpecialToken};
 use toksuite::pretokenize::SplitSpec;
 use toksuite::pretokenize::{self, Splitter};
 
@@ -34,37 +34,11 @@ pub fn model_from_merges(
     split: Option<SplitSpec>,
     specials: Vec<SpecialToken>,
 ) -> BpeModel {
-    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
-    let mut merge_ids = AHashMap::new();
-    for (k, &(a, b)) in merges.iter().enumerate() {
-        let mut t = tokens[a as usize].clone();
-        t.extend_from_slice(&tokens[b as usize]);
-        tokens.push(t);
-        merge_ids.insert((a, b), 256 + k as u32);
-    }
-    let mut token_bytes = Vec::new();
-    let mut token_offsets = vec![0u32];
-    for t in &tokens {
-        token_bytes.extend_from_slice(t);
-        token_offsets.push(token_bytes.len() as u32);
-    }
-    let mut base_id_of_byte = [0u32; 256];
-    for (b, slot) in base_id_of_byte.iter_mut().enumerate() {
-        *slot = b as u32;
-    }
-    BpeModel {
-        source: ModelSource::File {
-            name: "test".into(),
-            sha256: String::new(),
-        },
-        split,
-        specials,
-        base_id_of_byte,
-        merges: merges.to_vec(),
-        merge_ids: merge_ids.into(),
-        token_bytes: token_bytes.into(),
-        token_offsets: token_offsets.into(),
-    }
+    let source = ModelSource::File {
+        name: "test".into(),
+        sha256: String::new(),
+    };
+    BpeModel::from_merges(source, split, specials, identity_bytes(), merges.to_vec())
 }
 
 /// Random merges over a small alphabet: each merge joins two existing ids, never the
@@ -372,11 +346,12 @@ fn long_sequences_equal_naive() {
     }
 }
 
-/// Long sequences are encoded in pieces mended where they meet; with pieces of 1 to 8
-/// bytes nearly every byte boundary is a cut, so every way two tokens can meet (runs,
-/// the same token on both sides, ties) is mended, and must give the naive ids.
+/// Long sequences are encoded left to right in steps, each window joined to the ids
+/// before it; with steps of 1 to 16 bytes nearly every byte boundary is a join, so every
+/// way two tokens can meet (runs, the same token on both sides, ties, a change that
+/// reaches several tokens back) is met, and must give the naive ids.
 #[test]
-fn pieces_mended_at_every_cut_equal_naive() {
+fn steps_joined_at_every_boundary_equal_naive() {
     let mut rng = Rng::new(31);
     let mut compared = 0;
     for case in 0..1500 {
@@ -386,10 +361,10 @@ fn pieces_mended_at_every_cut_equal_naive() {
             random_merges(&mut rng, alphabet, count)
         };
         let model = model_from_merges(&merges, None, vec![]);
-        let piece_len = [1, 2, 3, 4, 5, 8, 16][case % 7];
+        let step = [1, 2, 3, 4, 5, 8, 16][case % 7];
         let enc = Encoder::new(&model, &AllowedSpecial::None)
             .unwrap()
-            .with_piece_len(piece_len);
+            .with_step(step);
         for _ in 0..4 {
             let max = if rng.below(8) == 0 { 600 } else { 90 };
             let text = random_text(&mut rng, alphabet, max);
@@ -399,63 +374,48 @@ fn pieces_mended_at_every_cut_equal_naive() {
             assert_eq!(
                 fast,
                 naive,
-                "case {case} pieces of {piece_len} text {:?}",
+                "case {case} steps of {step} text {:?}",
                 String::from_utf8_lossy(&text)
             );
-            compared += usize::from(text.len() > 2 * piece_len);
+            compared += usize::from(text.len() > 2 * step);
         }
     }
     assert!(
         compared > 4000,
-        "only {compared} texts long enough for pieces"
+        "only {compared} texts long enough for steps"
     );
 }
 
-/// Runs of one byte can need mending windows wider than the limit: the sequence is
-/// then encoded whole, with the same ids, and a long run stays fast.
+/// Runs of one byte, where a change at the right end moves every token after it (the
+/// tokens fall into another phase), at lengths around every threshold: the steps and
+/// twice them, the scan's limit (1024 bytes), and long runs (which must not take
+/// quadratic time: the naive encoder is fast on them, one pass per merge).
 #[test]
-fn pieces_fall_back_to_the_whole_sequence_on_runs() {
+fn runs_of_one_byte_in_steps_equal_naive() {
     let mut merges = vec![(97u32, 97u32)];
     for k in 0..12 {
         merges.push((256 + k, 256 + k));
     }
     merges.push((97, 256));
     let model = model_from_merges(&merges, None, vec![]);
-    for piece_len in [1, 3, 64, 256] {
+    let mut naive: std::collections::HashMap<usize, Vec<u32>> = Default::default();
+    for step in [1, 3, 64, 255, 256, 257, 512] {
         let enc = Encoder::new(&model, &AllowedSpecial::None)
             .unwrap()
-            .with_piece_len(piece_len);
-        for len in [5usize, 511, 513, 1000, 4097, 200_001] {
+            .with_step(step);
+        let mut lengths = vec![1usize, 2, 3, 5, 1000, 1023, 1024, 1025, 4097, 200_001];
+        for m in [step, 2 * step, 3 * step] {
+            lengths.extend([m - 1, m, m + 1]);
+        }
+        for len in lengths {
             let text = vec![b'a'; len];
             let mut fast = Vec::new();
             enc.encode(&text, &mut fast);
-            assert_eq!(
-                fast,
-                naive_encode(&model, &text),
-                "pieces {piece_len} len {len}"
-            );
+            let expected = naive
+                .entry(len)
+                .or_insert_with(|| naive_encode(&model, &text));
+            assert!(fast == *expected, "steps {step} len {len}");
         }
-    }
-}
-
-#[test]
-fn runs_of_one_byte_are_exact_and_not_quadratic() {
-    // a, aa, aaaa, ..., plus an odd merge: a 200 kB run must match the naive result
-    // (the naive one is fast here: one pass per merge).
-    let mut merges = vec![(97u32, 97u32)];
-    for k in 0..12 {
-        merges.push((256 + k, 256 + k));
-    }
-    merges.push((97, 256));
-    let model = model_from_merges(&merges, None, vec![]);
-    let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
-    for len in [
-        1usize, 2, 3, 63, 64, 65, 255, 256, 257, 1000, 1023, 1024, 1025, 200_001,
-    ] {
-        let text = vec![b'a'; len];
-        let mut fast = Vec::new();
-        enc.encode(&text, &mut fast);
-        assert_eq!(fast, naive_encode(&model, &text), "len {len}");
     }
 }
 
@@ -543,6 +503,101 @@ fn rank_tables_equal_naive_tiktoken() {
                 String::from_utf8_lossy(&text)
             );
             assert_eq!(decode(&model, &fast), text);
+        }
+    }
+}
+
+/// Rank tables, ranks in any order, in steps of 1 to 16 bytes: each join is checked by
+/// encoding the two tokens' bytes again, which must give tiktoken's ids (its algorithm
+/// run naively on the whole sequence).
+#[test]
+fn rank_tables_in_steps_equal_naive_tiktoken() {
+    let mut rng = Rng::new(5);
+    let mut compared = 0;
+    for case in 0..400 {
+        let alphabet = ALPHABETS[case % ALPHABETS.len()];
+        let (file, ranks) = random_rank_file(&mut rng, alphabet);
+        let source = ModelSource::File {
+            name: "test.tiktoken".into(),
+            sha256: String::new(),
+        };
+        let model = tiktoken::load_rank_file(&file, source, None, vec![]).unwrap();
+        let step = [1, 2, 3, 5, 8, 16][case % 6];
+        let enc = Encoder::new(&model, &AllowedSpecial::None)
+            .unwrap()
+            .with_step(step);
+        for _ in 0..4 {
+            let max = if rng.below(6) == 0 { 400 } else { 80 };
+            let text = random_text(&mut rng, alphabet, max);
+            let mut fast = Vec::new();
+            enc.encode(&text, &mut fast);
+            let naive = naive_record(&model, &[], &text, &|c| naive_tiktoken(&ranks, c));
+            assert_eq!(
+                fast,
+                naive,
+                "case {case} steps of {step} text {:?}",
+                String::from_utf8_lossy(&text)
+            );
+            compared += usize::from(text.len() > 2 * step);
+        }
+    }
+    assert!(
+        compared > 1000,
+        "only {compared} texts long enough for steps"
+    );
+}
+
+/// The built-in vocabularies on chunks without a split point (random lowercase letters,
+/// runs of one byte, a repeated pair, random bytes and text without spaces for
+/// `--split none`), at lengths around the step thresholds and the scan's limit, in
+/// steps of several sizes: the same ids as the whole-sequence encoder (which the tests
+/// above hold to tiktoken's algorithm, and the goldens to tiktoken itself).
+#[test]
+fn builtins_on_long_chunks_equal_the_whole_sequence_encoder() {
+    let mut rng = Rng::new(6);
+    let text = "Nel mezzo del cammin di nostra vita mi ritrovai per una selva oscura, \
+                ché la diritta via era smarrita. Ахкакадуро тяжко говорить! 東京都は日本の首都です。";
+    for name in ["o200k_base", "cl100k_base"] {
+        let model = toksuite::model::builtin(name).unwrap();
+        let mut none = model.clone();
+        none.split = None;
+        let lengths = [33usize, 511, 512, 513, 1023, 1024, 1025, 1537, 5000, 30_000];
+        for len in lengths {
+            let letters: Vec<u8> = (0..len).map(|_| b'a' + rng.below(26) as u8).collect();
+            let bytes: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+            let words: Vec<u8> = text
+                .bytes()
+                .filter(|&b| b != b' ')
+                .cycle()
+                .take(len)
+                .collect();
+            let inputs: [(&BpeModel, Vec<u8>); 7] = [
+                (&model, letters.clone()),
+                (&model, vec![b'a'; len]),
+                (&model, vec![b' '; len]),
+                (&model, b"ab".repeat(len / 2)),
+                (&none, letters),
+                (&none, bytes),
+                (&none, words),
+            ];
+            for (m, input) in &inputs {
+                let whole = Encoder::new(m, &AllowedSpecial::None).unwrap().with_step(0);
+                let mut expected = Vec::new();
+                whole.encode(input, &mut expected);
+                for step in [1, 7, 64, 256, 512] {
+                    let enc = Encoder::new(m, &AllowedSpecial::None)
+                        .unwrap()
+                        .with_step(step);
+                    let mut got = Vec::new();
+                    enc.encode(input, &mut got);
+                    assert!(
+                        got == expected,
+                        "{name} split {:?} len {len} steps of {step}: {:?}",
+                        m.split.as_ref().map(|s| &s.name),
+                        String::from_utf8_lossy(&input[..input.len().min(40)])
+                    );
+                }
+            }
         }
     }
 }

@@ -232,7 +232,11 @@ fn round_trips_are_exact() {
                 back.token_offsets, original.token_offsets,
                 "{spec} via {to:?}"
             );
-            assert_eq!(back.token_bytes, original.token_bytes, "{spec} via {to:?}");
+            assert_eq!(
+                back.token_bytes(),
+                original.token_bytes(),
+                "{spec} via {to:?}"
+            );
             let again = convert(path.to_str().unwrap(), ModelFormat::Ndjson, &options).unwrap();
             assert!(again == ndjson, "{spec} via {to:?}: the model file differs");
         }

@@ -669,6 +669,9 @@ struct RunPlace<'f> {
 struct EncodedItem {
     /// NDJSON lines.
     out: Vec<u8>,
+    /// True when the NDJSON lines are left for the writer to format as it writes
+    /// ([`write_in_pieces`]): a long line's.
+    in_pieces: bool,
     stats: EncodeStats,
     /// The records' ids, boundary ids included, and where each record's ids end.
     ids: Vec<u32>,
@@ -685,6 +688,33 @@ struct EncodedItem {
     skipped: Vec<(u64, jsonl::LineError)>,
     /// The line that stops the run (from 0 within the item) and why.
     failed: Option<(u64, jsonl::LineError)>,
+}
+
+/// An item with more ids than this (one long line, in practice) is formatted by the
+/// writer a piece at a time as it writes, so that its text is never held whole beside
+/// its ids: 10 MB of random bytes (9.5 M ids) with cl100k_base as one line, 97 -> 62 MB.
+const FORMAT_WHEN_WRITTEN: usize = 1 << 20;
+
+/// Writes an item's NDJSON lines from its ids, in pieces of about 64 KB.
+fn write_in_pieces(item: &EncodedItem, out: &mut dyn Write) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity((1 << 16) + 16);
+    let mut start = 0;
+    for &end in &item.ends {
+        buf.push(b'[');
+        for (k, &id) in item.ids[start..end].iter().enumerate() {
+            if k > 0 {
+                buf.push(b',');
+            }
+            ndjson::push_u32(&mut buf, id);
+            if buf.len() >= 1 << 16 {
+                out.write_all(&buf)?;
+                buf.clear();
+            }
+        }
+        buf.extend_from_slice(b"]\n");
+        start = end;
+    }
+    out.write_all(&buf)
 }
 
 /// Encodes one run of whole lines: items cut from it are encoded and formatted on the
@@ -740,6 +770,7 @@ fn write_item(
 ) -> Result<()> {
     report.stats.add(&done.stats);
     match sink {
+        Sink::Text(out) if done.in_pieces => write_in_pieces(done, out).map_err(Error::write)?,
         Sink::Text(out) => out.write_all(&done.out).map_err(Error::write)?,
         Sink::Tokens(tokens) => {
             let mut start = 0;
@@ -834,7 +865,8 @@ fn encode_item(
         bytes: records.iter().map(|r| r.len() as u64).sum(),
         unknown: plan.unk.map(|_| unknown),
     };
-    if plan.ndjson {
+    item.in_pieces = plan.ndjson && !plan.count && item.ids.len() > FORMAT_WHEN_WRITTEN;
+    if plan.ndjson && !item.in_pieces {
         let mut start = 0;
         for &end in &item.ends {
             if plan.count {

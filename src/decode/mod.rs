@@ -15,19 +15,9 @@ pub fn decode_ids(model: &Model, ids: &[u32], out: &mut Vec<u8>) -> std::result:
 }
 
 fn decode_bpe(model: &BpeModel, ids: &[u32], out: &mut Vec<u8>) -> std::result::Result<(), u32> {
-    let offsets = &model.token_offsets;
     for &id in ids {
-        let i = id as usize;
-        if i + 1 < offsets.len() {
-            let (start, end) = (offsets[i] as usize, offsets[i + 1] as usize);
-            if start < end {
-                out.extend_from_slice(&model.token_bytes[start..end]);
-                continue;
-            }
-        }
-        match model.specials.iter().find(|s| s.id == id) {
-            Some(special) => out.extend_from_slice(special.text.as_bytes()),
-            None => return Err(id),
+        if !model.write_token(id, out) {
+            return Err(id);
         }
     }
     Ok(())
@@ -52,6 +42,8 @@ const PAD: usize = 16;
 pub struct DecodeBuf {
     buf: Vec<u8>,
     used: usize,
+    /// The right parts waiting while a merge list's long token is written from its parts.
+    stack: Vec<u32>,
 }
 
 impl DecodeBuf {
@@ -118,6 +110,8 @@ struct Slot([u8; PAD]);
 ///
 /// [`decode_lines`]: DecodeTable::decode_lines
 pub struct DecodeTable {
+    /// `offset << 32 | length` of each id's bytes in `bytes`; offset [`DERIVED`]: a merge
+    /// list's token of 16 bytes or more, written from its parts.
     spans: Vec<u64>,
     /// `slots[id]`: the bytes and length of a token of up to 15 bytes (most are), so
     /// that each token is one aligned load of 16 bytes, where a size table, `spans` and
@@ -125,15 +119,23 @@ pub struct DecodeTable {
     /// thread, 73 -> 70 ms CPU for the whole command.
     slots: Vec<Slot>,
     bytes: Vec<u8>,
+    /// A merge list's pairs (`merges[k]` made id `256 + k`): its longer tokens are not
+    /// kept but written from their parts' slots, so that a model of a few lines whose
+    /// tokens hold gigabytes (each merge may double one) decodes in kilobytes.
+    merges: Vec<(u32, u32)>,
     /// Word models: drop the last joining space of a record.
     pub(crate) joined: bool,
 }
+
+/// The offset of a span whose token is written from its parts.
+const DERIVED: u64 = u32::MAX as u64;
 
 impl DecodeTable {
     /// The table of `model` (special tokens included).
     pub fn new(model: &Model) -> DecodeTable {
         let mut spans = Vec::new();
         let mut bytes = Vec::new();
+        let mut merges = Vec::new();
         let put = |spans: &mut Vec<u64>,
                    bytes: &mut Vec<u8>,
                    id: usize,
@@ -149,14 +151,24 @@ impl DecodeTable {
         };
         let joined = match model {
             Model::Bpe(bpe) => {
-                // The model's own table, whole: o200k_base's 200k tokens one at a time
-                // took ~5 ms, a tenth of the time of a 27 MB `--whole` decode.
-                bytes.extend_from_slice(&bpe.token_bytes);
-                spans.extend(
-                    bpe.token_offsets
-                        .windows(2)
-                        .map(|w| (u64::from(w[0]) << 32) | u64::from(w[1].saturating_sub(w[0]))),
-                );
+                let lengths = bpe.token_offsets.windows(2).map(|w| w[1] - w[0]);
+                match bpe.stored_token_bytes() {
+                    // The model's own table, whole: o200k_base's 200k tokens one at a
+                    // time took ~5 ms, a tenth of the time of a 27 MB `--whole` decode.
+                    Some(stored) => {
+                        bytes.extend_from_slice(stored);
+                        spans.extend(
+                            bpe.token_offsets
+                                .windows(2)
+                                .zip(lengths)
+                                .map(|(w, size)| u64::from(w[0]) << 32 | u64::from(size)),
+                        );
+                    }
+                    None => {
+                        spans.extend(lengths.map(|size| DERIVED << 32 | u64::from(size)));
+                        merges.clone_from(&bpe.merges);
+                    }
+                }
                 // Special ids far past the ordinary ones would make the dense table
                 // huge; the general reader decodes those.
                 let limit = spans.len() + (1 << 16);
@@ -183,22 +195,45 @@ impl DecodeTable {
             }
         };
         bytes.extend_from_slice(&[0; PAD]);
-        let slots = spans
+        let mut slots: Vec<Slot> = spans
             .iter()
             .map(|&span| {
-                let (offset, size) = ((span >> 32) as usize, span as u32 as usize);
+                let (offset, size) = (span >> 32, span as u32 as usize);
                 let mut slot = Slot::default();
-                if size < PAD {
+                if size < PAD && offset != DERIVED {
+                    let offset = offset as usize;
                     slot.0[..size].copy_from_slice(&bytes[offset..offset + size]);
                     slot.0[PAD - 1] = size as u8;
                 }
                 slot
             })
             .collect();
+        if let Model::Bpe(bpe) = model {
+            if bpe.stored_token_bytes().is_none() {
+                // A merge list's short tokens, each its pair's two slots end to end.
+                for (byte, &id) in bpe.base_id_of_byte.iter().enumerate() {
+                    if let Some(slot) = slots.get_mut(id as usize) {
+                        slot.0[0] = byte as u8;
+                        slot.0[PAD - 1] = 1;
+                    }
+                }
+                for (k, &(a, b)) in merges.iter().enumerate() {
+                    let (x, y) = (slots[a as usize], slots[b as usize]);
+                    let (m, n) = (usize::from(x.0[PAD - 1]), usize::from(y.0[PAD - 1]));
+                    if m > 0 && n > 0 && m + n < PAD {
+                        let slot = &mut slots[256 + k];
+                        slot.0[..m].copy_from_slice(&x.0[..m]);
+                        slot.0[m..m + n].copy_from_slice(&y.0[..n]);
+                        slot.0[PAD - 1] = (m + n) as u8;
+                    }
+                }
+            }
+        }
         DecodeTable {
             spans,
             slots,
             bytes,
+            merges,
             joined,
         }
     }
@@ -350,16 +385,47 @@ impl DecodeTable {
     #[inline(never)]
     fn put_long(&self, id: usize, len: usize, out: &mut DecodeBuf) -> Option<usize> {
         let span = self.spans[id];
-        let (offset, size) = ((span >> 32) as usize, span as u32 as usize);
+        let (offset, size) = (span >> 32, span as u32 as usize);
         if size == 0 {
             return None;
         }
-        if out.buf.len() <= len + size {
+        if out.buf.len() < len + size + PAD {
             out.used = len;
-            out.room(size + 1);
+            out.room(size + PAD);
         }
-        out.buf[len..len + size].copy_from_slice(&self.bytes[offset..offset + size]);
+        if offset == DERIVED {
+            self.put_parts(id, len, out);
+        } else {
+            let offset = offset as usize;
+            out.buf[len..len + size].copy_from_slice(&self.bytes[offset..offset + size]);
+        }
         Some(len + size)
+    }
+
+    /// Writes a merge list's token `id` at `len` in `out` (which has room for it and
+    /// [`PAD`] bytes more) from the slots of its parts: down the merges, left part
+    /// first, the right parts waiting on a stack (a chain of merges can be millions
+    /// deep).
+    fn put_parts(&self, id: usize, mut len: usize, out: &mut DecodeBuf) {
+        let mut right = std::mem::take(&mut out.stack);
+        let mut t = id;
+        loop {
+            let slot = &self.slots[t];
+            let size = usize::from(slot.0[PAD - 1]);
+            if size > 0 {
+                out.buf[len..len + PAD].copy_from_slice(&slot.0);
+                len += size;
+                match right.pop() {
+                    Some(next) => t = next as usize,
+                    None => break,
+                }
+            } else {
+                let (a, b) = self.merges[t - 256];
+                right.push(b);
+                t = a as usize;
+            }
+        }
+        out.stack = right;
     }
 
     /// Appends the bytes of a piece of a long record's ids (the text between its

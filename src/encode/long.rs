@@ -1,12 +1,14 @@
-//! BPE of long sequences: model files' in pieces mended where they meet (exact, see
-//! [`Encoder::compatible`]), and the general case as a linked list with a merge queue.
+//! BPE of long sequences: left to right in windows of a few hundred bytes, each joined
+//! to the ids before it where the two are compatible ([`Encoder::bpe_long`]), and, for
+//! the rare sequence this cannot take (vocabularies too large for the scan's keys), one
+//! linked list with a merge queue ([`Encoder::bpe_heap`]).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::short::{linked_bytes, push_linked};
 use super::tables::{byte_pair, PairCache};
-use super::{Encoder, Scratch, MEND_MAX, NONE};
+use super::{Encoder, Long, Scratch, BACK, NONE};
 
 /// The min-queue of `merge id << 32 | position` keys for long sequences: a radix heap
 /// while keys come in monotone order — true of model files (a merge only creates
@@ -85,78 +87,67 @@ impl MergeQueue {
 }
 
 impl Encoder<'_> {
-    /// BPE over a long sequence in pieces of `piece_len` bytes, each encoded on its own
-    /// (a short scan instead of one over the whole sequence), then mended where each
-    /// meets the ids before it ([`Encoder::mend`]), so that the result is exactly the
-    /// whole sequence's. Should mending need too wide a window (long runs of one byte
-    /// can), the sequence is encoded whole instead.
-    pub(super) fn bpe_pieces(&self, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
+    /// BPE over a long sequence, left to right in steps of [`Encoder::step`] bytes, in
+    /// working memory that does not grow with the sequence (its ids in `out` aside).
+    /// After each step `out[first..]` holds the BPE of the bytes so far. The next step
+    /// encodes again the bytes of the last [`BACK`] of those ids together with the next
+    /// `step` bytes, and puts the result in their place when its first id is compatible
+    /// with the id before it ([`Encoder::fits`]); if not, it starts twice as many ids
+    /// back (a merge at the right end can change tokens further left).
+    ///
+    /// Why this is exact: a sequence of tokens is the BPE of its bytes exactly when each
+    /// token is its own BPE and every two neighbours are compatible (see
+    /// [`Encoder::compatible`]; the same argument holds for tiktoken's rank BPE, ties
+    /// included). The ids kept are a prefix of a BPE result and the window is one, so
+    /// the pair where they meet is the only one that can fail, and it is checked. A
+    /// change at the right end that reaches far to the right (a run of one byte whose
+    /// tokens fall into another phase) needs nothing more: the window reaches the end.
+    pub(super) fn bpe_long(&self, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
         let first = out.len();
         let mut window = std::mem::take(&mut scratch.window);
+        let offsets = &self.model.token_offsets;
+        let len = |id: u32| (offsets[id as usize + 1] - offsets[id as usize]) as usize;
         let mut at = 0;
         while at < bytes.len() {
-            let mut end = (at + self.piece_len).min(bytes.len());
-            if bytes.len() - end < self.piece_len / 2 {
-                end = bytes.len();
-            }
-            let cut = out.len();
-            self.bpe_one(scratch, &bytes[at..end], out);
-            if at > 0 && !self.mend(scratch, &mut window, bytes, at, first, cut, out) {
-                out.truncate(first);
-                self.bpe_one(scratch, bytes, out);
-                break;
+            let end = (at + self.step).min(bytes.len());
+            let mut back = BACK;
+            loop {
+                let lo = out.len().saturating_sub(back).max(first);
+                let start = at - out[lo..].iter().map(|&id| len(id)).sum::<usize>();
+                window.clear();
+                self.bpe_one(scratch, &bytes[start..end], &mut window);
+                if lo == first || self.fits(scratch, out[lo - 1], window[0]) {
+                    out.truncate(lo);
+                    out.extend_from_slice(&window);
+                    break;
+                }
+                back *= 2;
             }
             at = end;
         }
         scratch.window = window;
     }
 
-    /// Given `out[first..cut]`, the ids of `bytes[..at]`, followed by the ids of the
-    /// piece that starts at byte `at`, makes `out[first..]` the ids of the whole run of
-    /// bytes: where the two ids that meet at the cut are [`compatible`](Self::compatible)
-    /// nothing changes; otherwise a window of ids around the cut is encoded again from
-    /// its bytes, and put in when its ends are compatible with the ids beside it
-    /// (widened until they are). False when the window would pass [`MEND_MAX`] bytes.
-    ///
-    /// Why this is exact: a sequence of tokens is the BPE of its bytes exactly when each
-    /// token is its own BPE and every two neighbours are (see `compatible`). Each side of
-    /// the cut is the BPE of its bytes, so only the pairs the window touches can fail.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn mend(
-        &self,
-        scratch: &mut Scratch,
-        window: &mut Vec<u32>,
-        bytes: &[u8],
-        at: usize,
-        first: usize,
-        cut: usize,
-        out: &mut Vec<u32>,
-    ) -> bool {
-        if self.compatible(&mut scratch.pairs, out[cut - 1], out[cut]) {
-            return true;
-        }
-        let offsets = &self.model.token_offsets;
-        let len = |id: u32| (offsets[id as usize + 1] - offsets[id as usize]) as usize;
-        let mut reach = 2;
-        loop {
-            let lo = cut.saturating_sub(reach).max(first);
-            let hi = (cut + reach).min(out.len());
-            let start = at - out[lo..cut].iter().map(|&id| len(id)).sum::<usize>();
-            let end = at + out[cut..hi].iter().map(|&id| len(id)).sum::<usize>();
-            if end - start > MEND_MAX {
-                return false;
+    /// Whether the BPE of token `a`'s bytes followed by token `b`'s is `[a, b]`, for
+    /// tokens that are each their own BPE: by the merges for a merge list
+    /// ([`Encoder::compatible`]), else by encoding the two tokens' bytes again.
+    pub(super) fn fits(&self, scratch: &mut Scratch, a: u32, b: u32) -> bool {
+        match self.long {
+            Long::Merges => self.compatible(&mut scratch.pairs, a, b),
+            Long::Bytes | Long::No => {
+                let mut bytes = std::mem::take(&mut scratch.pair_bytes);
+                let mut ids = std::mem::take(&mut scratch.pair_ids);
+                bytes.clear();
+                ids.clear();
+                for id in [a, b] {
+                    self.model.write_token(id, &mut bytes);
+                }
+                self.bpe_one(scratch, &bytes, &mut ids);
+                let fits = ids == [a, b];
+                scratch.pair_bytes = bytes;
+                scratch.pair_ids = ids;
+                fits
             }
-            window.clear();
-            self.bpe_one(scratch, &bytes[start..end], window);
-            let left_ok =
-                lo == first || self.compatible(&mut scratch.pairs, out[lo - 1], window[0]);
-            let right_ok = hi == out.len()
-                || self.compatible(&mut scratch.pairs, window[window.len() - 1], out[hi]);
-            if left_ok && right_ok {
-                out.splice(lo..hi, window.iter().copied());
-                return true;
-            }
-            reach *= 2;
         }
     }
 
@@ -176,7 +167,7 @@ impl Encoder<'_> {
     /// Walking both edges from the top, always down the side whose current token was
     /// made later, visits every `x`, `y` present together: at most the two edges'
     /// lengths of pair lookups. The same argument, token by token, gives the rule
-    /// [`Encoder::mend`] rests on: tokens that are each their own BPE, every two
+    /// [`Encoder::bpe_long`] rests on: tokens that are each their own BPE, every two
     /// neighbours compatible, are the BPE of their bytes (a first merge across any
     /// boundary would be one across that boundary alone), and conversely.
     pub(super) fn compatible(&self, cache: &mut PairCache, a: u32, b: u32) -> bool {

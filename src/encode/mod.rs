@@ -28,14 +28,17 @@
 //!   heap keyed by `(merge id, position)` with lazy deletion ([`MergeQueue`], a binary
 //!   heap when ids are not monotone), O(n log n): 1 MB of one repeated byte, or of
 //!   random letters, stays under a second.
-//! - With a model file, sequences of more than 512 bytes are cut into pieces of
-//!   [`PIECE_LEN`] bytes, each encoded by the scan, and mended where two pieces meet
-//!   ([`Encoder::bpe_pieces`]; exact, see [`Encoder::compatible`]): the heap ran at
-//!   4-10 MB/s on such sequences (cache misses on long lists). One thread, 32k
-//!   `--split none` model, whole command (CPU s, old against new): the 27 MB text as
-//!   one `--whole` record 9.36 -> 1.77 (and 5.83 -> 1.09 s wall on both cores), lines
-//!   of 128 KB 1.08-1.23 -> 0.41-0.45, lines of 2 KB 0.81-1.13 -> 0.51-0.53; its text
-//!   lines (few longer than 512 bytes) the same, 1.34-1.36 against 1.35-1.37.
+//! - Sequences longer than `2 * `[`STEP`] bytes are encoded left to right in steps of
+//!   [`STEP`] bytes, each step encoding again the last [`BACK`] ids with the new bytes
+//!   and joined where the two are compatible ([`Encoder::bpe_long`]; exact, see there):
+//!   working memory stays that of one step whatever the length, and every step is a
+//!   short scan. With a model file compatibility is read from the merges
+//!   ([`Encoder::compatible`]); with a rank table, by encoding the two tokens' bytes.
+//!   10 MB without a split point, one thread, whole command (CPU s and peak RSS,
+//!   before -> after; the `bpe` crate's backtracking encoder beside, BENCHMARKS.md "Long
+//!   chunks"): random letters with o200k_base 8.2 s / 315 MiB -> 1.5 s / 45 MiB (crate
+//!   3.6 s / 118 MiB). Before, model files' sequences were cut into pieces mended where
+//!   they met, and rank tables' went to the heap below, which ran at 1-5 MB/s there.
 //! - The first round of pairs comes from a 64K table of byte pairs; later pairs from a
 //!   flat table of 8-byte slots (models of up to 128K pairs: 512 KB for a 32k model,
 //!   L2-resident) behind a one-hash Bloom filter (most pairs a merge creates are no
@@ -103,16 +106,16 @@ pub enum AllowedSpecial {
 /// `--split none` model on text lines: the scan wins up to here).
 const SHORT: usize = 1 << SHORT_BITS;
 const SHORT_BITS: u32 = 10;
-/// Sequences longer than twice this are encoded in pieces of this many bytes
-/// ([`Encoder::bpe_pieces`]). Measured in process, one thread, 32k `--split none`
+/// Sequences longer than twice this are encoded left to right in steps of this many
+/// bytes ([`Encoder::bpe_long`]). Measured in process, one thread, 32k `--split none`
 /// model, best of 5 (pieces of P bytes for sequences over 2P, against none): 27 MB of
 /// text lines 0.967 s at P = 256 (64: 1.012, 96: 0.990, 128: 0.978; none: 1.003);
 /// 2 KB lines 0.304 s (64: 0.357, 128: 0.317; none: 0.740); 128 KB lines 0.313 s
-/// (64: 0.367, 128: 0.319; none: 0.934). Small pieces meet more cuts to mend.
-const PIECE_LEN: usize = 256;
-/// The widest window [`Encoder::mend`] encodes again before giving the sequence to the
-/// whole-sequence encoder.
-const MEND_MAX: usize = 1024;
+/// (64: 0.367, 128: 0.319; none: 0.934).
+const STEP: usize = 256;
+/// How many ids before the end of what is encoded each step of [`Encoder::bpe_long`]
+/// encodes again with its new bytes (twice as many each time the join fails).
+const BACK: usize = 2;
 /// Chunks of a split pattern of at most this many bytes take [`Encoder::bpe_tiny`].
 const TINY: usize = 32;
 /// Chunks longer than this are not cached (they rarely repeat).
@@ -136,8 +139,22 @@ struct Scratch {
     prev: Vec<u32>,
     queue: MergeQueue,
     pairs: PairCache,
-    /// The ids of a window re-encoded where two pieces meet.
+    /// The ids of [`Encoder::bpe_long`]'s window.
     window: Vec<u32>,
+    /// Two tokens' bytes and their ids, for [`Encoder::fits`].
+    pair_bytes: Vec<u8>,
+    pair_ids: Vec<u32>,
+}
+
+/// How [`Encoder::bpe_long`] checks that two ids meet as BPE leaves them, if it can.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Long {
+    /// By the merges that made them: model files, whose ids come in merge order.
+    Merges,
+    /// By encoding their bytes again: rank tables.
+    Bytes,
+    /// Long sequences are encoded whole (vocabularies too large for the scan's keys).
+    No,
 }
 
 /// Encodes text with one model. Cheap to share across threads (`Sync`).
@@ -163,10 +180,10 @@ pub struct Encoder<'m> {
     scan_max: usize,
     /// Bits of the position in a scan key.
     scan_shift: u32,
-    /// Model files only (ids above their pair's members, one pair per id): sequences
-    /// longer than `2 * piece_len` bytes are encoded in pieces of `piece_len` bytes,
-    /// mended where pieces meet ([`Encoder::bpe_pieces`]); 0 when not.
-    piece_len: usize,
+    /// Sequences longer than `2 * step` bytes are encoded left to right in steps of
+    /// `step` bytes ([`Encoder::bpe_long`]), when `long` says how.
+    step: usize,
+    long: Long,
     pool: Pool<Scratch>,
 }
 
@@ -219,16 +236,13 @@ impl<'m> Encoder<'m> {
         // the map would cost ~10 ms of start-up.
         let builtin = matches!(model.source, ModelSource::Builtin(name)
             if crate::model::BUILTINS.contains(&name));
-        let rank_table = model.merges.is_empty() && !builtin;
-        let whole = rank_table.then(|| {
-            let mut map = AHashMap::with_capacity(model.token_offsets.len());
-            for id in 0..model.token_offsets.len().saturating_sub(1) {
-                let (s, e) = (
-                    model.token_offsets[id] as usize,
-                    model.token_offsets[id + 1] as usize,
-                );
-                if e > s {
-                    map.insert(&model.token_bytes[s..e], id as u32);
+        let whole = (!model.is_merge_list() && !builtin).then(|| {
+            let bytes = model.token_bytes();
+            let offsets = &model.token_offsets;
+            let mut map = AHashMap::with_capacity(offsets.len());
+            for (id, span) in offsets.windows(2).enumerate() {
+                if span[1] > span[0] {
+                    map.insert(&bytes[span[0] as usize..span[1] as usize], id as u32);
                 }
             }
             Box::new(map)
@@ -236,18 +250,17 @@ impl<'m> Encoder<'m> {
         // Every two-byte token is the merge of its two base ids (merges never repeat a
         // pair, and rank tables list every split), so the token table gives them all.
         let mut byte_pairs = vec![NONE; 1 << 16].into_boxed_slice();
-        for id in 0..model.token_offsets.len().saturating_sub(1) {
-            let (s, e) = (
-                model.token_offsets[id] as usize,
-                model.token_offsets[id + 1] as usize,
-            );
-            if e == s + 2 {
+        let mut two = Vec::with_capacity(2);
+        for (id, span) in model.token_offsets.windows(2).enumerate() {
+            if span[1] == span[0] + 2 {
+                two.clear();
+                model.write_token(id as u32, &mut two);
                 let pair = (
-                    model.base_id_of_byte[model.token_bytes[s] as usize],
-                    model.base_id_of_byte[model.token_bytes[s + 1] as usize],
+                    model.base_id_of_byte[two[0] as usize],
+                    model.base_id_of_byte[two[1] as usize],
                 );
                 if model.merge_ids.id(pair.0, pair.1) == Some(id as u32) {
-                    byte_pairs[byte_pair(&model.token_bytes[s..e])] = id as u32;
+                    byte_pairs[byte_pair(&two)] = id as u32;
                 }
             }
         }
@@ -260,19 +273,22 @@ impl<'m> Encoder<'m> {
             .into_iter()
             .find(|&bits| vocab < (1u64 << (32 - bits)) - 1)
             .map_or((0, 0), |bits| ((1usize << bits).min(SHORT), bits));
-        // The piecewise encoding rests on a model file's order: every id above its pair's
-        // members and one pair per id, so merges happen in id order (see `compatible`).
-        let piece_len = if !rank_table && !builtin && model.merge_ids.count() == model.merges.len()
-        {
-            PIECE_LEN.min(scan_max)
+        // Model files' ids come in merge order (each above its pair's members, one pair
+        // per id), which `compatible` rests on; rank tables keep their tokens' bytes.
+        let step = STEP.min(scan_max / 2);
+        let long = if step == 0 {
+            Long::No
+        } else if model.is_merge_list() && model.merge_ids.count() == model.merges.len() {
+            Long::Merges
         } else {
-            0
+            Long::Bytes
         };
         Ok(Encoder {
             model,
             scan_max,
             scan_shift,
-            piece_len,
+            step,
+            long,
             byte_pairs,
             flat_pairs,
             splitter,
@@ -419,19 +435,20 @@ impl<'m> Encoder<'m> {
             0 => {}
             1 => out.push(self.model.base_id_of_byte[bytes[0] as usize]),
             n if n <= TINY && self.splitter.is_some() => self.bpe_tiny(scratch, bytes, out),
-            n if self.piece_len > 0 && n > 2 * self.piece_len => {
-                self.bpe_pieces(scratch, bytes, out)
-            }
+            n if self.long != Long::No && n > 2 * self.step => self.bpe_long(scratch, bytes, out),
             _ => self.bpe_one(scratch, bytes, out),
         }
     }
 
-    /// The same encoder with pieces of `piece_len` bytes for long sequences (see
-    /// [`Encoder::bpe_pieces`]; 0: none), where the model allows them: for tests, which
-    /// use tiny pieces to meet many cuts, and for tuning. The ids never change.
-    pub fn with_piece_len(mut self, piece_len: usize) -> Encoder<'m> {
-        if self.piece_len > 0 {
-            self.piece_len = piece_len.clamp(1, self.scan_max.max(1));
+    /// The same encoder with steps of `step` bytes for long sequences (see
+    /// [`Encoder::bpe_long`]; 0: none, each sequence is encoded whole): for tests, which
+    /// use tiny steps to meet many joins and the whole-sequence encoder as a twin, and
+    /// for tuning. The ids never change.
+    pub fn with_step(mut self, step: usize) -> Encoder<'m> {
+        if step == 0 {
+            self.long = Long::No;
+        } else if self.long != Long::No {
+            self.step = step.min((self.scan_max / 2).max(1));
         }
         self
     }

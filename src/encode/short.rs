@@ -89,28 +89,37 @@ pub(super) fn bpe_scan<'m>(
     );
     // Whole blocks of SCAN_LANES keys for `lowest_key`; the padding stays NONE.
     keys.resize((bytes.len() + 1).next_multiple_of(SCAN_LANES), NONE);
-    loop {
-        let lowest = lowest_key(keys);
-        if lowest == NONE {
-            break;
-        }
+    let mut lowest = lowest_key(keys);
+    while lowest != NONE {
         let (r, i) = (lowest >> shift, (lowest & ((1 << shift) - 1)) as usize);
         let j = next[i] as usize;
         tok[i] = r;
         let k = next[j];
         next[i] = k;
         keys[j] = NONE;
-        keys[i] = if k != NONE {
+        let mut after = NONE;
+        if k != NONE {
             prev[k as usize] = i as u32;
-            key(enc.pair(pairs, r, tok[k as usize]), i)
-        } else {
-            NONE
-        };
+            after = key(enc.pair(pairs, r, tok[k as usize]), i);
+        }
+        keys[i] = after;
         let p = prev[i];
+        let mut before = NONE;
         if p != NONE {
             let p = p as usize;
-            keys[p] = key(enc.pair(pairs, tok[p], r), p);
+            before = key(enc.pair(pairs, tok[p], r), p);
+            keys[p] = before;
         }
+        // The pair after the one just merged, with the same merge id, is the lowest key
+        // when both new keys are above it: every other key was at least `lowest`, and
+        // none lies between the two positions. Runs of one byte and repeated patterns
+        // then merge without a scan.
+        let chained = if k != NONE { keys[k as usize] } else { NONE };
+        lowest = if chained >> shift == r && chained < after && chained < before {
+            chained
+        } else {
+            lowest_key(keys)
+        };
     }
     push_linked(tok, next, out);
 }

@@ -139,7 +139,7 @@ pub(super) fn hash_bytes(bytes: &[u8]) -> u64 {
 /// Models with at most this many pairs get a [`FlatPairs`] table (3 MB at most, built
 /// in about a millisecond); the big rank tables (o200k_base: 446k pairs) would pay
 /// start-up time for it, and use the pair cache instead.
-pub(super) const FLAT_PAIRS_MAX: usize = 1 << 17;
+pub(super) const FLAT_PAIRS_MAX: usize = 1 << 30;
 
 /// Pair -> merge id, linear probing, load factor at most 1/2, for models whose ids fit
 /// in [`PAIR_ID_BITS`] bits: each slot is one u64, `a << 42 | b << 21 | id` (the layout

@@ -344,8 +344,8 @@ fn parse_bpe(
             .position(|(k, &pair)| map.insert(pair, 256 + k as u32).is_some());
         (map.into(), twice)
     };
-    // Token lengths first, so that no token bytes are built for a file that asks for
-    // gigabytes of them: a few lines can (see `model::token_table`).
+    // Token lengths only: the bytes are derived from the merges where they are needed
+    // (a few lines can ask for gigabytes of them, see `model::token_table`).
     let distinct = twice.unwrap_or(merges.len());
     let token_offsets =
         model::token_offsets(&merges[..distinct]).map_err(|k| at_merge(k, over_limit(k)))?;
@@ -368,17 +368,15 @@ fn parse_bpe(
             ));
         }
     }
-    let token_bytes = model::token_bytes(&base_id_of_byte, &merges, &token_offsets);
-    Ok(BpeModel {
+    Ok(BpeModel::from_merge_list(
         source,
         split,
         specials,
         base_id_of_byte,
         merges,
         merge_ids,
-        token_bytes: token_bytes.into(),
-        token_offsets: token_offsets.into(),
-    })
+        token_offsets,
+    ))
 }
 
 fn parse_specials(value: Option<&Value>, file: &str) -> Result<Vec<SpecialToken>> {

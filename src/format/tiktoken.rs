@@ -76,16 +76,15 @@ pub fn load_rank_file(
             map.into()
         }
     };
-    Ok(BpeModel {
+    Ok(BpeModel::from_rank_table(
         source,
         split,
         specials,
         base_id_of_byte,
-        merges: Vec::new(),
         merge_ids,
-        token_bytes: token_bytes.into(),
-        token_offsets: token_offsets.into(),
-    })
+        token_bytes.into(),
+        token_offsets.into(),
+    ))
 }
 
 /// Writes `model` as a tiktoken rank file: `base64(token) id` for every ordinary id, in
@@ -101,7 +100,7 @@ pub fn write_rank_file(model: &BpeModel, w: &mut dyn std::io::Write) -> Result<(
     if !model.merges.is_empty() {
         merge_list::check_rank_bpe(model, &model.merges, &ranks).map_err(Error::data)?;
     }
-    let mut out = Vec::with_capacity(model.token_bytes.len() * 2 + 8 * ranks.len());
+    let mut out = Vec::with_capacity(model.token_bytes().len() * 2 + 8 * ranks.len());
     for id in merge_list::token_ids(model) {
         if let Some(token) = model.token(id) {
             encode_base64(token, &mut out);

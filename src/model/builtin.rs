@@ -106,16 +106,15 @@ fn from_blob(
     if token_offsets.last().copied()? as usize != token_bytes.len() {
         return None;
     }
-    Some(BpeModel {
+    Some(BpeModel::from_rank_table(
         source,
-        split: Some(split),
+        Some(split),
         specials,
         base_id_of_byte,
-        merges: Vec::new(),
         merge_ids,
         token_bytes,
         token_offsets,
-    })
+    ))
 }
 
 #[cfg(test)]
@@ -160,7 +159,7 @@ mod tests {
             let parsed = load_rank_file(text.as_bytes(), source, Some(split), vec![]).unwrap();
             assert_eq!(read.base_id_of_byte, parsed.base_id_of_byte, "case {case}");
             assert_eq!(read.token_offsets, parsed.token_offsets, "case {case}");
-            assert_eq!(read.token_bytes, parsed.token_bytes, "case {case}");
+            assert_eq!(read.token_bytes(), parsed.token_bytes(), "case {case}");
             assert_eq!(*read.merge_ids, *parsed.merge_ids, "case {case}");
         }
     }

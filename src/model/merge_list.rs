@@ -43,7 +43,7 @@ pub(crate) fn token_ids(model: &BpeModel) -> impl Iterator<Item = u32> + '_ {
 /// The bytes of ordinary id `id` (empty for a gap).
 fn bytes_of(model: &BpeModel, id: u32) -> &[u8] {
     let i = id as usize;
-    &model.token_bytes[model.token_offsets[i] as usize..model.token_offsets[i + 1] as usize]
+    &model.token_bytes()[model.token_offsets[i] as usize..model.token_offsets[i + 1] as usize]
 }
 
 /// Bytes -> id of every ordinary token, or what is wrong when two ids stand for the same

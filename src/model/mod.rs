@@ -9,6 +9,7 @@ mod pairs;
 pub(crate) mod tables;
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use ahash::AHashMap;
 
@@ -43,27 +44,187 @@ pub struct BpeModel {
     /// every split of a token into two tokens, so that "merge the adjacent pair with the
     /// lowest id, leftmost first" is exactly tiktoken's rank-based algorithm.
     pub merge_ids: PairIds,
-    /// Bytes of every non-special id: `token_bytes[token_offsets[i]..token_offsets[i+1]]`.
-    /// An id whose span is empty is not in the vocabulary (rank tables may have gaps).
-    /// The built-in models borrow both from the binary (see `tiktoken::from_blob`).
-    pub token_bytes: Cow<'static, [u8]>,
+    /// Where each non-special id's bytes lie in the table of all token bytes (see
+    /// [`BpeModel::token_bytes`]): `token_offsets[i]..token_offsets[i + 1]`. An id whose
+    /// span is empty is not in the vocabulary (rank tables may have gaps). The built-in
+    /// models borrow it from the binary (see `builtin::from_blob`).
     pub token_offsets: Cow<'static, [u32]>,
+    bytes: TokenBytes,
+}
+
+/// The bytes of a [`BpeModel`]'s tokens.
+#[derive(Debug, Clone)]
+enum TokenBytes {
+    /// A rank table's, as its file (or the binary, for the built-ins) gives them.
+    Stored(Cow<'static, [u8]>),
+    /// A merge list's, derived from the merges: a few lines of merges can make
+    /// gigabytes of tokens (each merge may double the longest), so they are built only
+    /// when something asks for all of them ([`BpeModel::token_bytes`]); encoding and
+    /// decoding work from the merges (30 merges each doubling the last token: `echo aaaa
+    /// | bpe-encode -m it` 2.1 GB -> 4.5 MB peak, `bpe-decode` 4.2 GB -> 3.9 MB).
+    /// `base_bytes[i]` is the byte base id `i` stands for.
+    Derived {
+        base_bytes: Box<[u8; 256]>,
+        all: OnceLock<Vec<u8>>,
+    },
 }
 
 impl BpeModel {
-    /// The bytes id `id` stands for (special tokens included), or `None` for an id
-    /// outside the vocabulary.
-    pub fn token(&self, id: u32) -> Option<&[u8]> {
-        let i = id as usize;
-        if i + 1 < self.token_offsets.len() {
-            let (start, end) = (
-                self.token_offsets[i] as usize,
-                self.token_offsets[i + 1] as usize,
-            );
-            if start < end {
-                return Some(&self.token_bytes[start..end]);
-            }
+    /// A rank table's model (tiktoken files, built-ins): its tokens' bytes given at
+    /// `token_offsets` in `token_bytes`.
+    pub(crate) fn from_rank_table(
+        source: ModelSource,
+        split: Option<SplitSpec>,
+        specials: Vec<SpecialToken>,
+        base_id_of_byte: [u32; 256],
+        merge_ids: PairIds,
+        token_bytes: Cow<'static, [u8]>,
+        token_offsets: Cow<'static, [u32]>,
+    ) -> BpeModel {
+        BpeModel {
+            source,
+            split,
+            specials,
+            base_id_of_byte,
+            merges: Vec::new(),
+            merge_ids,
+            token_offsets,
+            bytes: TokenBytes::Stored(token_bytes),
         }
+    }
+
+    /// A merge list's model (model files): `merge_ids` holds the merges' pairs, and
+    /// `token_offsets` their [`token_offsets`] (which bound the tokens' size).
+    pub(crate) fn from_merge_list(
+        source: ModelSource,
+        split: Option<SplitSpec>,
+        specials: Vec<SpecialToken>,
+        base_id_of_byte: [u32; 256],
+        merges: Vec<(u32, u32)>,
+        merge_ids: PairIds,
+        token_offsets: Vec<u32>,
+    ) -> BpeModel {
+        let mut base_bytes = Box::new([0u8; 256]);
+        for (byte, &id) in base_id_of_byte.iter().enumerate() {
+            base_bytes[id as usize & 255] = byte as u8;
+        }
+        BpeModel {
+            source,
+            split,
+            specials,
+            base_id_of_byte,
+            merges,
+            merge_ids,
+            token_offsets: token_offsets.into(),
+            bytes: TokenBytes::Derived {
+                base_bytes,
+                all: OnceLock::new(),
+            },
+        }
+    }
+
+    /// The bytes id `id` stands for (special tokens included), or `None` for an id
+    /// outside the vocabulary. For a merge list this builds the bytes of all its tokens
+    /// on first use ([`BpeModel::token_bytes`]); [`BpeModel::write_token`] does not.
+    pub fn token(&self, id: u32) -> Option<&[u8]> {
+        match self.ordinary_span(id) {
+            Some((start, end)) => Some(&self.token_bytes()[start..end]),
+            None => self.special_text(id),
+        }
+    }
+
+    /// The bytes of every ordinary token, id `i`'s at `token_offsets[i]..token_offsets[i
+    /// + 1]`. A merge list's are built on first use: for code that needs them all
+    /// (writing them out); they can take gigabytes where the model file takes a few
+    /// lines (the format's limit is [`MAX_TOKEN_BYTES`]).
+    pub fn token_bytes(&self) -> &[u8] {
+        match &self.bytes {
+            TokenBytes::Stored(bytes) => bytes,
+            TokenBytes::Derived { base_bytes, all } => all.get_or_init(|| {
+                let mut base_id_of_byte = [0u32; 256];
+                for (id, &byte) in base_bytes.iter().enumerate() {
+                    base_id_of_byte[byte as usize] = id as u32;
+                }
+                token_bytes(&base_id_of_byte, &self.merges, &self.token_offsets)
+            }),
+        }
+    }
+
+    /// A rank table's token bytes (laid out as [`BpeModel::token_bytes`] says; borrowed
+    /// from the binary for the built-ins); `None` for a merge list, whose bytes are
+    /// derived.
+    pub fn stored_token_bytes(&self) -> Option<&Cow<'static, [u8]>> {
+        match &self.bytes {
+            TokenBytes::Stored(bytes) => Some(bytes),
+            TokenBytes::Derived { .. } => None,
+        }
+    }
+
+    /// Whether the model is a merge list (a model file's), whose token bytes are
+    /// derived from its merges.
+    pub fn is_merge_list(&self) -> bool {
+        matches!(self.bytes, TokenBytes::Derived { .. })
+    }
+
+    /// The number of bytes of ordinary id `id`, or `None` when it has none (an id
+    /// outside the ordinary vocabulary).
+    pub fn token_len(&self, id: u32) -> Option<usize> {
+        self.ordinary_span(id).map(|(start, end)| end - start)
+    }
+
+    /// Appends the bytes of `id` (special tokens included) to `out`, without building
+    /// the merge list's table of all tokens: false, with `out` as it was, for an id
+    /// outside the vocabulary.
+    pub fn write_token(&self, id: u32, out: &mut Vec<u8>) -> bool {
+        let Some((start, end)) = self.ordinary_span(id) else {
+            return match self.special_text(id) {
+                Some(text) => {
+                    out.extend_from_slice(text);
+                    true
+                }
+                None => false,
+            };
+        };
+        match &self.bytes {
+            TokenBytes::Stored(bytes) => out.extend_from_slice(&bytes[start..end]),
+            TokenBytes::Derived { base_bytes, all } => match all.get() {
+                Some(bytes) => out.extend_from_slice(&bytes[start..end]),
+                None => {
+                    out.reserve(end - start);
+                    // Down the merges, left part first; the right parts wait on a stack
+                    // (not recursion: a chain of merges can be millions deep).
+                    let mut right = Vec::new();
+                    let mut t = id;
+                    loop {
+                        if t < 256 {
+                            out.push(base_bytes[t as usize]);
+                            match right.pop() {
+                                Some(next) => t = next,
+                                None => break,
+                            }
+                        } else {
+                            let (a, b) = self.merges[t as usize - 256];
+                            right.push(b);
+                            t = a;
+                        }
+                    }
+                }
+            },
+        }
+        true
+    }
+
+    /// The span of ordinary id `id` in the token table, if it has bytes.
+    fn ordinary_span(&self, id: u32) -> Option<(usize, usize)> {
+        let i = id as usize;
+        let (start, end) = (
+            *self.token_offsets.get(i)? as usize,
+            *self.token_offsets.get(i + 1)? as usize,
+        );
+        (start < end).then_some((start, end))
+    }
+
+    fn special_text(&self, id: u32) -> Option<&[u8]> {
         self.specials
             .iter()
             .find(|s| s.id == id)
@@ -222,7 +383,7 @@ impl BpeModel {
         base_id_of_byte: [u32; 256],
         merges: Vec<(u32, u32)>,
     ) -> std::result::Result<BpeModel, usize> {
-        let (token_bytes, token_offsets) = token_table(&base_id_of_byte, &merges)?;
+        let token_offsets = token_offsets(&merges)?;
         // A slot table, which the encoder reads in place, when the ids fit one; a pair
         // listed twice keeps its first id.
         let merge_ids = if 256 + merges.len() < 1 << tables::PAIR_ID_BITS {
@@ -238,16 +399,15 @@ impl BpeModel {
             }
             map.into()
         };
-        Ok(BpeModel {
+        Ok(BpeModel::from_merge_list(
             source,
             split,
             specials,
             base_id_of_byte,
             merges,
             merge_ids,
-            token_bytes: token_bytes.into(),
-            token_offsets: token_offsets.into(),
-        })
+            token_offsets,
+        ))
     }
 }
 
