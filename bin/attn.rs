@@ -147,20 +147,6 @@ fn parse_precision(s: &str) -> Result<Precision, String> {
     }
 }
 
-/// The kernels' path: the best this CPU has, or the one the hidden variable
-/// `TOKSUITE_ATTN_SIMD` names (`portable`, `avx2`, `avx512`), which tests and benchmarks
-/// use to compare the paths on one host.
-fn simd_from_env() -> Result<Simd, Error> {
-    match std::env::var("TOKSUITE_ATTN_SIMD") {
-        Ok(name) => Simd::from_name(&name).ok_or_else(|| {
-            Error::usage(format!(
-                "TOKSUITE_ATTN_SIMD={name}: expected portable, avx2 or avx512"
-            ))
-        }),
-        Err(_) => Ok(Simd::detect()),
-    }
-}
-
 fn main() -> ExitCode {
     let args = match cli::parse_args::<Args>("attn") {
         Ok(args) => args,
@@ -204,12 +190,7 @@ fn main() -> ExitCode {
             },
         };
         let weights = match &args.weights {
-            Some(path) => {
-                let text = std::fs::read(path).map_err(|e| {
-                    Error::io("cannot read weights", e).in_file(&path.display().to_string())
-                })?;
-                Weights::from_json(&text).map_err(|e| e.in_file(&path.display().to_string()))?
-            }
+            Some(path) => Weights::read_file(path)?,
             None => {
                 spec.check()?;
                 Weights::draw(&spec)
@@ -237,7 +218,7 @@ fn main() -> ExitCode {
             precision: args.precision,
             vectors: args.vectors,
             threads: args.threads.count(),
-            simd: simd_from_env()?,
+            simd: Simd::from_env()?,
         };
         let stage = Attn::new(weights, options)?;
         let sources = input::sources(&args.common.files)?;

@@ -81,7 +81,7 @@ fn main() -> ExitCode {
             pretokenize::parse_split(value)?;
         }
         let model = match &args.model {
-            Some(name) => Some(format::load_with(name, None, args.model_pipe.options())?),
+            Some(name) => Some(format::load_with(name, None, args.model_pipe.into())?),
             None => None,
         };
         let config = DecodeConfig {

@@ -120,7 +120,7 @@ fn main() -> ExitCode {
             Some(value) => pretokenize::parse_split(value)?,
             None => None,
         };
-        let model = format::load_with(&args.model, split, args.model_pipe.options())?;
+        let model = format::load_with(&args.model, split, args.model_pipe.into())?;
         let allowed_special = match args.allowed_special.as_deref() {
             None => AllowedSpecial::None,
             Some("all") => AllowedSpecial::All,

@@ -88,7 +88,7 @@ fn fast_records_equal_the_general_reader() {
         ];
         for model in &models {
             let table = DecodeTable::new(model);
-            let vocab = toksuite::decode::vocab_size(model) as u64;
+            let vocab = model.vocab_size() as u64;
             for _ in 0..300 {
                 let line = random_line(&mut rng, vocab);
                 let mut buf = DecodeBuf::default();
@@ -149,7 +149,7 @@ fn fast_lines_equal_one_line_at_a_time() {
         ];
         for model in &models {
             let table = DecodeTable::new(model);
-            let vocab = toksuite::decode::vocab_size(model) as u64 + 100;
+            let vocab = model.vocab_size() as u64 + 100;
             for _ in 0..200 {
                 let count = 1 + rng.below(12) as usize;
                 let mut text = Vec::new();
@@ -225,7 +225,7 @@ fn long_records_cut_between_ids_equal_one_pass() {
         word_model(),
     ] {
         let table = DecodeTable::new(&model);
-        let vocab = toksuite::decode::vocab_size(&model) as u64;
+        let vocab = model.vocab_size() as u64;
         for case in 0..40 {
             let ids: Vec<u32> = (0..2_000).map(|_| rng.below(vocab) as u32).collect();
             let mut line = Vec::new();

@@ -9,6 +9,7 @@ mod decode_props;
 mod docs;
 mod encode_props;
 mod interop;
+mod layout;
 mod memory_bounds;
 mod parallel_props;
 mod pretokenize_props;

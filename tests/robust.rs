@@ -170,6 +170,25 @@ fn model_paths_are_regular_files_within_the_limit() {
                 )));
         }
     }
+    // attn's --weights: the same rules, without a pipe flag.
+    for (weights, message) in [
+        (
+            "/dev/zero",
+            "/dev/zero: is a character device, not a regular file",
+        ),
+        ("folder", "folder: is a directory, not a regular file"),
+        ("fifo", "fifo: is a pipe (FIFO), not a regular file"),
+    ] {
+        tool("attn", &dir)
+            .args(["--weights", weights])
+            .write_stdin("[1]\n")
+            .timeout(Duration::from_secs(30))
+            .assert()
+            .code(1)
+            .stderr(predicate::str::starts_with(format!(
+                "attn: error: {message}"
+            )));
+    }
 }
 
 /// With `--model-pipe`, `-m` reads a model from a pipe (`-m <(zcat m.json.gz)`).

@@ -92,6 +92,20 @@ pub enum Simd {
 }
 
 impl Simd {
+    /// The kernels' path: the best this CPU has, or the one the hidden variable
+    /// `TOKSUITE_ATTN_SIMD` names (`portable`, `avx2`, `avx512`), which tests and
+    /// benchmarks use to compare the paths on one host.
+    pub fn from_env() -> crate::Result<Simd> {
+        match std::env::var("TOKSUITE_ATTN_SIMD") {
+            Ok(name) => Simd::from_name(&name).ok_or_else(|| {
+                crate::Error::usage(format!(
+                    "TOKSUITE_ATTN_SIMD={name}: expected portable, avx2 or avx512"
+                ))
+            }),
+            Err(_) => Ok(Simd::detect()),
+        }
+    }
+
     /// The fastest path this CPU runs.
     pub fn detect() -> Simd {
         #[cfg(target_arch = "x86_64")]

@@ -36,6 +36,11 @@ use std::io::{BufRead, Write};
 pub use format::{Format, Precision};
 pub use rng::{LazyEmbedding, NormalFill, TorchRng};
 
+/// The largest `--weights` file read: weights as JSON take about 12 bytes per number, so
+/// this holds a 200k x 1024 embedding with room to spare, and refuses a runaway file
+/// before reading it.
+pub const WEIGHTS_FILE_LIMIT: u64 = 16 << 30;
+
 use crate::error::{Error, Result};
 use crate::format::ids as ndjson;
 use crate::input::{self, Source};
@@ -217,6 +222,21 @@ impl Weights {
             }
             Embedding::Absent => Vec::new(),
         })
+    }
+
+    /// Reads a `--weights` file: a regular file (not a device, FIFO or directory) of at
+    /// most [`WEIGHTS_FILE_LIMIT`] bytes, checked before it is read, then
+    /// [`Weights::from_json`]; errors name the file.
+    pub fn read_file(path: &std::path::Path) -> Result<Weights> {
+        let name = path.display().to_string();
+        let rules = crate::input::WholeFile {
+            what: "weights file",
+            limit: WEIGHTS_FILE_LIMIT,
+            pipes: false,
+            pipe_flag: None,
+        };
+        let text = crate::input::read_whole_file(path, &name, &rules)?;
+        Weights::from_json(&text).map_err(|e| e.in_file(&name))
     }
 
     /// Reads weights from the JSON object `--dump-weights` writes:

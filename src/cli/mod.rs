@@ -19,6 +19,10 @@ use std::process::ExitCode;
 
 use crate::error::Result;
 
+/// The tool's name, for messages written where no error can be returned (out of memory,
+/// a shrinking mapped input); set by [`parse_args`].
+static TOOL: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
 /// `--line-buffered`, for the tools that answer line by line.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct LineBufferedArg {
@@ -44,15 +48,6 @@ pub struct ModelPipeArg {
     /// a model file (without it, -m reads regular files only)
     #[arg(long = "model-pipe")]
     pub model_pipe: bool,
-}
-
-impl ModelPipeArg {
-    /// The load options this flag gives.
-    pub fn options(self) -> crate::format::LoadOptions {
-        crate::format::LoadOptions {
-            pipes: self.model_pipe,
-        }
-    }
 }
 
 /// Flags every tool takes, with the same meaning everywhere.
@@ -95,7 +90,7 @@ pub fn stderr_line(line: fmt::Arguments<'_>) {
 /// `TOOL --generate KIND` (the first argument) prints a shell completion script instead:
 /// see [`generate`].
 pub fn parse_args<A: clap::Parser>(tool: &'static str) -> std::result::Result<A, ExitCode> {
-    let _ = oom::TOOL.set(tool);
+    let _ = TOOL.set(tool);
     crate::input::on_map(output::watch_mapped);
     if let Some(status) = generate::<A>(tool) {
         return Err(status);

@@ -13,10 +13,6 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
-
-/// The tool's name for the message, set by [`super::parse_args`].
-pub(super) static TOOL: OnceLock<&'static str> = OnceLock::new();
 
 /// The system allocator, ending the process with a message when memory runs out.
 /// Install it in a binary with
@@ -71,7 +67,7 @@ fn out_of_memory(size: usize) -> ! {
     let mut line = [0u8; 160];
     let used = {
         let mut cursor = std::io::Cursor::new(&mut line[..]);
-        let tool = TOOL.get().copied().unwrap_or("toksuite");
+        let tool = super::TOOL.get().copied().unwrap_or("toksuite");
         let _ = writeln!(
             cursor,
             "{tool}: error: out of memory (could not allocate {size} bytes)"

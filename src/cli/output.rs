@@ -457,7 +457,7 @@ fn watch_signals() {
 #[cfg(unix)]
 fn shrunk_input() -> ! {
     use std::io::Write;
-    let tool = super::oom::TOOL.get().copied().unwrap_or("toksuite");
+    let tool = super::TOOL.get().copied().unwrap_or("toksuite");
     let name = MAPPED
         .try_lock()
         .map(|name| name.clone())

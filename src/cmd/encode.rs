@@ -204,7 +204,7 @@ pub fn encode(config: &EncodeConfig, sources: &[Source]) -> Result<EncodeReport>
     }
     let dtype = tokens::write_dtype(
         config.format,
-        crate::decode::vocab_size(&config.model),
+        config.model.vocab_size(),
         &tokens::model_name(&config.model),
     )?;
     let mut sink = tokens::create_sink(&SinkSpec {

@@ -23,14 +23,6 @@ fn decode_bpe(model: &BpeModel, ids: &[u32], out: &mut Vec<u8>) -> std::result::
     Ok(())
 }
 
-/// The vocabulary size shown in "not in the vocabulary" messages.
-pub fn vocab_size(model: &Model) -> usize {
-    match model {
-        Model::Bpe(bpe) => bpe.vocab_size(),
-        Model::Word(word) => word.unk_id as usize + 1,
-    }
-}
-
 /// Bytes past the end of [`DecodeTable::bytes`], so that a token of up to this many
 /// bytes can be copied as one fixed-width move.
 const PAD: usize = 16;

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use super::{decode_ids, vocab_size, DecodeBuf, DecodeTable};
+use super::{decode_ids, DecodeBuf, DecodeTable};
 use crate::error::{Error, Result};
 use crate::format::tokens::{Boundary, Input};
 use crate::format::{self, ids as ndjson, ids::StreamModel};
@@ -411,7 +411,7 @@ impl StreamDecoder {
         if let Err(id) = decode_ids(model, &self.ids, &mut self.slow) {
             return Err(Error::data(format!(
                 "id {id} is not in the vocabulary (size {})",
-                vocab_size(model)
+                model.vocab_size()
             )));
         }
         if joined && !self.ids.is_empty() {
@@ -576,7 +576,7 @@ impl StreamDecoder {
         if let Err(id) = decode_ids(model, &self.ids, &mut self.slow) {
             return Err(Error::data(format!(
                 "id {id} is not in the vocabulary (size {})",
-                vocab_size(model)
+                model.vocab_size()
             ))
             .at_line(file, line_no));
         }
@@ -735,7 +735,7 @@ pub(crate) fn decode_token_files(
                 return Err(Error::data(format!(
                     "token {}: id {id} is not in the vocabulary (size {})",
                     piece.offset + k as u64,
-                    vocab_size(model)
+                    model.vocab_size()
                 ))
                 .in_file(piece.file));
             }

@@ -89,6 +89,14 @@ pub struct LoadOptions {
     pub pipes: bool,
 }
 
+impl From<crate::cli::ModelPipeArg> for LoadOptions {
+    fn from(arg: crate::cli::ModelPipeArg) -> LoadOptions {
+        LoadOptions {
+            pipes: arg.model_pipe,
+        }
+    }
+}
+
 /// Loads `-m MODEL`: a built-in name, or a file of any format the suite reads (a model
 /// file, a tiktoken rank file split by `tiktoken_split`, an HF `tokenizer.json`, a minbpe
 /// `.model`), told apart by content. Files are read only when they are regular files of

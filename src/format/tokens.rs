@@ -240,7 +240,7 @@ impl Dtype {
 
 /// The largest id `model` has, special tokens included.
 pub fn largest_id(model: &Model) -> u32 {
-    crate::decode::vocab_size(model).saturating_sub(1) as u32
+    model.vocab_size().saturating_sub(1) as u32
 }
 
 /// How a model is named in messages: its built-in name or the file name given.
@@ -255,7 +255,7 @@ pub fn model_name(model: &Model) -> String {
 /// text of one ordinary token (a word of a word model). Anything else is a usage error
 /// that lists the model's special tokens.
 pub fn resolve_token(model: &Model, flag: &str, spec: &str) -> Result<u32> {
-    let size = crate::decode::vocab_size(model);
+    let size = model.vocab_size();
     let known = |id: u32| match model {
         Model::Bpe(bpe) => bpe.token(id).is_some(),
         Model::Word(word) => id <= word.unk_id,

@@ -23,7 +23,7 @@ use super::BpeModel;
 /// The bytes of `token` for messages: a JSON string when they are UTF-8, else hex.
 pub(crate) fn show_bytes(token: &[u8]) -> String {
     match std::str::from_utf8(token) {
-        Ok(text) => crate::format::json::json_string(text),
+        Ok(text) => serde_json::to_string(text).unwrap_or_default(),
         Err(_) => {
             let hex: String = token.iter().map(|b| format!("{b:02x}")).collect();
             format!("0x{hex}")

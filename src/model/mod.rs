@@ -253,6 +253,15 @@ pub enum Model {
 }
 
 impl Model {
+    /// The vocabulary size (one past the largest id), as "not in the vocabulary" messages
+    /// and token files' dtypes see it.
+    pub fn vocab_size(&self) -> usize {
+        match self {
+            Model::Bpe(bpe) => bpe.vocab_size(),
+            Model::Word(word) => word.unk_id as usize + 1,
+        }
+    }
+
     /// Where the model came from.
     pub fn source(&self) -> &ModelSource {
         match self {
