@@ -1,0 +1,48 @@
+//! Any bytes as an id stream into `bpe-decode`, read from a pipe in runs of a size taken
+//! from the first byte (so that long lines come in parts), with and without `--whole`:
+//! must end in output or an error, never a panic, and the same either way as when read in
+//! one run.
+#![no_main]
+
+use std::sync::OnceLock;
+
+use libfuzzer_sys::fuzz_target;
+use toksuite::cmd::decode::{decode_reader, DecodeConfig};
+use toksuite::model::Model;
+
+fn model() -> Model {
+    static MODEL: OnceLock<Model> = OnceLock::new();
+    MODEL
+        .get_or_init(|| toksuite::format::load("r50k_base", None).expect("built-in"))
+        .clone()
+}
+
+fn decode(stream: &[u8], whole: bool, run: usize) -> (Vec<u8>, Result<(), String>) {
+    let config = DecodeConfig {
+        model: Some(model()),
+        whole,
+        no_mmap: true,
+        threads: 1,
+        line_buffered: false,
+        format: None,
+        eot: None,
+        bos: None,
+    };
+    let mut out = Vec::new();
+    let result = decode_reader(config, "fuzz", Box::new(stream), run, &mut out);
+    (out, result.map_err(|e| e.to_string()))
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&first, stream)) = data.split_first() else {
+        return;
+    };
+    let run = 1 + usize::from(first % 64);
+    let whole = first & 0x80 != 0;
+    let (out, result) = decode(stream, whole, run);
+    let (reference, expected) = decode(stream, whole, 1 << 20);
+    assert_eq!(result, expected, "the same outcome in runs of {run}");
+    if expected.is_ok() {
+        assert_eq!(out, reference, "the same bytes in runs of {run}");
+    }
+});
