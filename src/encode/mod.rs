@@ -1,9 +1,9 @@
-//! The BPE encoder: text bytes to token ids, exactly as the seed's `encode` (and, for
+//! The BPE encoder: text bytes to token ids, exactly as minbpe's `encode` (and, for
 //! rank tables, exactly as tiktoken), one record at a time or spread over threads.
 //!
 //! Semantics. Within one sequence the adjacent pair with the lowest merge id is merged,
-//! leftmost first, until no adjacent pair has a merge. For model files this equals the
-//! seed's "merge every occurrence of the lowest pair, left to right" (a merge only
+//! leftmost first, until no adjacent pair has a merge. For model files this equals
+//! minbpe's "merge every occurrence of the lowest pair, left to right" (a merge only
 //! creates pairs with higher ids, and never recreates the pair it consumed); for
 //! tiktoken rank tables, whose `merge_ids` hold every two-token split of every token,
 //! it is tiktoken's `byte_pair_merge`, including its shortcut that a piece which is
@@ -45,9 +45,6 @@
 //!   merge; the filter answers 15 in 16 of those from 64 KB: one thread, 32k model,
 //!   27 MB of lines, 1.13 s against 1.30 s without it, means of 4 alternated runs), or a
 //!   per-thread pair cache before the model's map.
-//! - Caching whole `--split none` lines of up to 128 bytes, as split chunks are cached
-//!   (13% of the benchmark text's bytes are in repeated lines), made that run slower:
-//!   1.22 s against 1.10 s (means of 4 alternated runs). Not kept.
 //! - Split models keep a per-thread chunk -> ids cache (words repeat: 4.9M chunks but
 //!   448k distinct in the 27 MB benchmark text, hence [`CACHE_ENTRIES`] = 512K).
 //! - Caches live in a pool inside the [`Encoder`], so it is `Sync` and each thread
@@ -55,22 +52,6 @@
 //! - `--whole` input is cut only where the result cannot change: for `--split none`
 //!   between two bytes that no token contains side by side; with a split pattern where
 //!   the splitter says the chunks stay the same (`Splitter::find_safe_cut`).
-//! - Where the 32k one-thread time goes (2026-12-01): 20.2 M merges for 26.4 M bytes,
-//!   ~56 ns each; the scan reads 170 keys per merge on average, most of them in the
-//!   13% of the text that is lines of 256-1024 bytes (17 MB/s there, 26 MB/s on the
-//!   shorter lines). Tried that day and dropped (CPU s of the whole command, alternated
-//!   runs, old against new): two records' scans interleaved, one merge of each in turn,
-//!   so that their dependency chains overlap: 1.18-1.31 against 1.12-1.30 (no gain: the
-//!   loop is not waiting on its own latency); the pair table as 8-slot cache-line
-//!   buckets matched without branches, no Bloom filter: 1.32-1.40 against 1.13-1.22;
-//!   the scan only to 512 bytes, the heap beyond: 1.20-1.45 against 1.11-1.33; the merge
-//!   loop as a function of its own over slices (so the table's fields are not reloaded
-//!   after each store), on the lines of up to 256 bytes: 0.88-1.09 against 0.88-1.01;
-//!   moving the live tokens down to drop whole blocks of keys as the sequence shrinks
-//!   (in process, best of 6: 1.027 against 1.028 s; 2 KB lines 0.340 against 0.312: the
-//!   move chases the list, and a block of keys costs the scan only a few cycles); each
-//!   key written as its whole 64-byte block, so that the next scan's loads could take
-//!   it from the store: 1.64-2.01 against 1.19-1.46.
 
 mod long;
 mod short;

@@ -208,7 +208,7 @@ pub(crate) fn check_rank_bpe(
     Ok(())
 }
 
-/// The seed's BPE of one chunk with the model's own pairs: merge the adjacent pair with
+/// minbpe's BPE of one chunk with the model's own pairs: merge the adjacent pair with
 /// the lowest id (all its occurrences, left to right) until no pair has one.
 pub(crate) fn merge_bpe(model: &BpeModel, bytes: &[u8]) -> Vec<u32> {
     let mut ids: Vec<u32> = bytes
