@@ -11,6 +11,7 @@ use toksuite::attn::{
 };
 use toksuite::cli::{self, CommonArgs, Output};
 use toksuite::error::Error;
+use toksuite::format::tokens::Format as TokenFormat;
 use toksuite::input;
 
 const EXAMPLES: &str = "\
@@ -23,7 +24,8 @@ Examples:
   bpe-encode -m words.json s.txt | attn --causal
   bpe-encode -m merges.json book.txt | attn --dim 64 --d-kq 64 --d-v 64 --heads 8
   attn --dump-weights w.json </dev/null; attn --weights w.json ids.jsonl
-  attn --format npy ids.jsonl > out.npy   # python: f = open('out.npy', 'rb'); np.load(f)
+  attn --format npy ids.jsonl > out.npy
+  attn --vocab-size 50257 --eot 50256 book.bin       # an llm.c token file   # python: f = open('out.npy', 'rb'); np.load(f)
   attn --format f32 --heads 8 --d-v 64 ids.jsonl | od -f | head";
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -114,6 +116,20 @@ struct Args {
     /// Records are arrays of embedding rows (arrays of DIM numbers) instead of ids
     #[arg(long)]
     vectors: bool,
+
+    /// Token files: u16 or u32 for raw ids (llm.c files and Megatron datasets are
+    /// recognised without it)
+    #[arg(long, value_name = "FORMAT",
+          value_parser = clap::builder::PossibleValuesParser::new(&TokenFormat::NAMES[1..]))]
+    input_format: Option<String>,
+
+    /// Token files: a record ends at each id ID, which is not part of it
+    #[arg(long, value_name = "ID")]
+    eot: Option<u32>,
+
+    /// Token files: a record starts at each id ID, which is not part of it
+    #[arg(long, value_name = "ID")]
+    bos: Option<u32>,
 
     /// What to print for each record
     #[arg(long, value_enum, value_name = "WHAT", default_value = "context")]
@@ -230,6 +246,11 @@ fn main() -> ExitCode {
             &sources,
             args.common.no_mmap,
             context.as_ref(),
+            attn::TokenInput {
+                format: args.input_format.as_deref().and_then(TokenFormat::parse),
+                eot: args.eot,
+                bos: args.bos,
+            },
             &mut out,
         );
         out.finish_with(result)

@@ -1416,3 +1416,71 @@ fn long_records_from_a_pipe_match_the_files() {
         }
     }
 }
+
+/// `attn` reads token files: the records of raw, llm.c and Megatron files cut at `--eot`
+/// give exactly the rows the same ids give as an id stream.
+#[test]
+fn attn_reads_token_files() {
+    let dir = scratch("tokens-attn");
+    let docs = [
+        "hello world",
+        "",
+        "a second document, longer than the first",
+        "x",
+    ];
+    let jsonl: String = docs
+        .iter()
+        .map(|d| format!("{{\"text\":{}}}\n", serde_json::to_string(d).unwrap()))
+        .collect();
+    fs::write(dir.join("d.jsonl"), &jsonl).unwrap();
+    let base = ["-m", "r50k_base", "--field", "text"];
+    let ndjson = encode(&dir, &[&base[..], &["--no-header", "d.jsonl"]].concat());
+    let attn = |args: &[&str], stdin: Option<&[u8]>| -> Vec<u8> {
+        let mut cmd = tool("attn", &dir);
+        cmd.args(["--vocab-size", "50257", "--dim", "4"]).args(args);
+        if let Some(input) = stdin {
+            cmd.write_stdin(input.to_vec());
+        }
+        cmd.assert().success().get_output().stdout.clone()
+    };
+    let expected = attn(&[], Some(&ndjson));
+    let eot = ["--eot", "50256"];
+    for (format, file) in [("u16", "d.u16"), ("u32", "d.u32"), ("llmc", "d.llmc")] {
+        encode(
+            &dir,
+            &[
+                &base[..],
+                &["--format", format, "--eot", "50256", "-o", file, "d.jsonl"],
+            ]
+            .concat(),
+        );
+        let mut args = vec![file];
+        args.extend(eot);
+        if format != "llmc" {
+            args.extend(["--input-format", format]);
+        }
+        assert_eq!(attn(&args, None), expected, "--format {format}");
+    }
+    encode(
+        &dir,
+        &[
+            &base[..],
+            &[
+                "--format", "megatron", "--eot", "50256", "-o", "meg", "d.jsonl",
+            ],
+        ]
+        .concat(),
+    );
+    // An empty document has no sequence but is still a document: an empty record.
+    assert_eq!(attn(&["meg", "--eot", "50256"], None), expected);
+    // Id streams and token files do not mix; --eot needs token files.
+    fs::write(dir.join("ids.ndjson"), &ndjson).unwrap();
+    tool("attn", &dir)
+        .args(["--vocab-size", "50257", "ids.ndjson", "d.llmc"])
+        .assert()
+        .code(2);
+    tool("attn", &dir)
+        .args(["--eot", "1", "ids.ndjson"])
+        .assert()
+        .code(2);
+}

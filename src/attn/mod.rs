@@ -43,6 +43,7 @@ pub const WEIGHTS_FILE_LIMIT: u64 = 16 << 30;
 
 use crate::error::{Error, Result};
 use crate::format::ids as ndjson;
+use crate::format::tokens;
 use crate::input::{self, Source};
 
 /// Shape and provenance of weights drawn with the PyTorch-compatible generator.
@@ -524,6 +525,15 @@ impl Attn {
         })
     }
 
+    /// The embedded rows of a record of ids (each must be in the vocabulary).
+    pub fn embed_ids(&self, ids: &[u32]) -> Result<Embedded> {
+        let data = self.weights.embed(ids, self.options.threads)?;
+        Ok(Embedded {
+            data,
+            rows: ids.len(),
+        })
+    }
+
     /// Parses one input line: `Ok(None)` for a header object (`{...}`), else the
     /// record's embedded rows. Ids must be in the vocabulary; vectors must be finite
     /// and `dim` wide.
@@ -568,12 +578,7 @@ impl Attn {
                 rows: rows.len(),
             }))
         } else {
-            let ids = parse_ids(trimmed)?;
-            let data = self.weights.embed(&ids, self.options.threads)?;
-            Ok(Some(Embedded {
-                data,
-                rows: ids.len(),
-            }))
+            self.embed_ids(&parse_ids(trimmed)?).map(Some)
         }
     }
 
@@ -675,13 +680,47 @@ impl Attn {
 /// line-aligned position of `context`), runs the stage on each and writes one output
 /// line per record to `out`. Header lines (`{...}`) are skipped in both streams.
 /// Errors carry the file name and line number of the record at fault.
+/// How token files among the inputs are read: `--input-format` (raw ids have no magic;
+/// llm.c files and Megatron datasets are recognised) and where records end (`--eot ID`,
+/// `--bos ID`; without either a raw or llm.c file is one record, a Megatron document one).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokenInput {
+    pub format: Option<tokens::Format>,
+    pub eot: Option<u32>,
+    pub bos: Option<u32>,
+}
+
+/// Runs the stage over `sources`: id streams (NDJSON, one record per line, with an
+/// optional `context` stream for cross-attention), or token files (the files
+/// `bpe-encode --format` writes, records as [`TokenInput`] says). The two are not mixed.
 pub fn run(
     attn: &Attn,
     sources: &[Source],
     no_mmap: bool,
     context: Option<&Source>,
+    token_input: TokenInput,
     out: &mut dyn Write,
 ) -> Result<()> {
+    let mut inputs = Vec::with_capacity(sources.len());
+    for source in sources {
+        let kind = tokens::detect(source, token_input.format)?;
+        inputs.push(tokens::Input {
+            source: source.clone(),
+            kind,
+        });
+    }
+    let files = inputs
+        .iter()
+        .filter(|i| i.kind != tokens::Kind::Ndjson)
+        .count();
+    if files > 0 {
+        return run_token_files(attn, &inputs, files, no_mmap, context, token_input, out);
+    }
+    if token_input.eot.is_some() || token_input.bos.is_some() {
+        return Err(Error::usage(
+            "--eot and --bos apply to token files (the records of an id stream are its lines)",
+        ));
+    }
     let mut ctx = match context {
         Some(src) => Some((src.name.clone(), input::open_stream(src)?, 0u64, 0u64)),
         None => None,
@@ -745,6 +784,40 @@ pub fn run(
         }
     }
     Ok(())
+}
+
+/// [`run`] over token files: each record's ids embedded, attended and written.
+fn run_token_files(
+    attn: &Attn,
+    inputs: &[tokens::Input],
+    files: usize,
+    no_mmap: bool,
+    context: Option<&Source>,
+    token_input: TokenInput,
+    out: &mut dyn Write,
+) -> Result<()> {
+    if files < inputs.len() {
+        return Err(Error::usage(
+            "id streams and token files do not go together in one run",
+        ));
+    }
+    if context.is_some() || attn.options.vectors {
+        return Err(Error::usage(
+            "--context and --vectors read id streams, not token files",
+        ));
+    }
+    let boundary = match (token_input.eot, token_input.bos) {
+        (Some(_), Some(_)) => return Err(Error::usage("give --eot or --bos, not both")),
+        (Some(eot), None) => tokens::Boundary::Eot(eot),
+        (None, Some(bos)) => tokens::Boundary::Bos(bos),
+        (None, None) => tokens::Boundary::None,
+    };
+    tokens::read_records(inputs, boundary, no_mmap, &mut |file, number, ids| {
+        let at = |e: Error| Error::data(format!("record {number}: {e}")).in_file(file);
+        let x = attn.embed_ids(ids).map_err(at)?;
+        let (data, cols) = attn.compute(&x, None).map_err(at)?;
+        attn.write_rows(out, &data, cols).map_err(Error::write)
+    })
 }
 
 /// Parses a JSON array of non-negative integer ids that fit in 32 bits.
