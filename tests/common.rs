@@ -54,15 +54,19 @@ impl Rng {
 pub struct XorShift(pub u64);
 
 impl XorShift {
+    /// A generator from any seed (zero included): the seed spread over the state.
+    pub fn new(seed: u64) -> XorShift {
+        XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
     pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
-    /// Uniform in 0..n (n > 0).
+    /// Uniform in 0..n (0 for n = 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.next() % n.max(1) as u64) as usize
     }
 }
 

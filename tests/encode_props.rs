@@ -10,23 +10,7 @@ use toksuite::model::{identity_bytes, BpeModel, ModelSource, SpecialToken};
 use toksuite::pretokenize::SplitSpec;
 use toksuite::pretokenize::{self, Splitter};
 
-/// xorshift64*: small, seeded, good enough for test inputs.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+pub use crate::common::XorShift as Rng;
 
 /// A model-file style model from its merges (ids 256.. in order), identity base ids.
 pub fn model_from_merges(
