@@ -233,70 +233,41 @@ pub fn train(
         return crate::format::word_file::write_model(out, &model).map_err(Error::write);
     }
     check_specials(&config.specials)?;
+    if !config.emit_counts {
+        // A bad --vocab-size is a usage error before any input is read.
+        checked_vocab_size(config)?;
+    }
     if config.from_counts {
         return train_from_counts(config, sources, out, events);
     }
-    if config.emit_counts {
-        let Some(spec) = &config.split else {
-            return Err(Error::usage("--emit-counts needs a split pattern"));
-        };
+    if let Some(spec) = &config.split {
         let splitter = Splitter::new(spec)?;
         let counts = count_training_chunks(config, sources, &splitter)?;
-        let header = CountsHeader {
-            split: spec.clone(),
-            specials: config.specials.clone(),
-        };
-        let shard = config.shard.clone().unwrap_or_default();
-        return counts::write_counts(out, &header, &counts, &shard).map_err(Error::write);
+        return counts_or_model(config, spec, &counts, out, events);
     }
     let vocab_size = checked_vocab_size(config)?;
-    let merges = match &config.split {
-        None => {
-            // Whole-text BPE needs the whole sequence in memory.
-            let text = input::read_all(sources, config.no_mmap)?;
-            check_train_len(text.len())?;
-            let pieces = SpecialCutter::new(&config.specials).pieces(&text);
-            learn(vocab_size, events, &mut |on_merge| match pieces[..] {
-                [] => Vec::new(),
-                [only] => train::train_bytes_with(
-                    EngineChoice::Auto,
-                    config.threads,
-                    only,
-                    vocab_size,
-                    on_merge,
-                ),
-                ref pieces => train::train_chunks_with(
-                    EngineChoice::Auto,
-                    config.threads,
-                    pieces.iter().map(|p| (*p, 1u64)),
-                    vocab_size,
-                    on_merge,
-                ),
-            })
-        }
-        Some(spec) => {
-            let splitter = Splitter::new(spec)?;
-            let counts = count_training_chunks(config, sources, &splitter)?;
-            check_chunks(counts.iter())?;
-            learn(vocab_size, events, &mut |on_merge| {
-                train::train_chunks_with(
-                    EngineChoice::Auto,
-                    config.threads,
-                    counts.iter(),
-                    vocab_size,
-                    on_merge,
-                )
-            })
-        }
-    };
-    write_model(
-        out,
-        config.split.as_ref(),
-        &config.specials,
-        &merges,
-        vocab_size,
-        events,
-    )
+    // Whole-text BPE (`--split none`) needs the whole sequence in memory.
+    let text = input::read_all(sources, config.no_mmap)?;
+    check_train_len(text.len())?;
+    let pieces = SpecialCutter::new(&config.specials).pieces(&text);
+    let merges = learn(vocab_size, events, &mut |on_merge| match pieces[..] {
+        [] => Vec::new(),
+        [only] => train::train_bytes_with(
+            EngineChoice::Auto,
+            config.threads,
+            only,
+            vocab_size,
+            on_merge,
+        ),
+        ref pieces => train::train_chunks_with(
+            EngineChoice::Auto,
+            config.threads,
+            pieces.iter().map(|p| (*p, 1u64)),
+            vocab_size,
+            on_merge,
+        ),
+    });
+    write_model(out, None, &config.specials, &merges, vocab_size, events)
 }
 
 /// `--vocab-size` (default [`DEFAULT_VOCAB_SIZE`]), at least the 256 byte tokens.
@@ -561,6 +532,9 @@ fn train_documents(
         return crate::format::word_file::write_model(out, &model).map_err(Error::write);
     }
     check_specials(&config.specials)?;
+    if !config.emit_counts {
+        checked_vocab_size(config)?;
+    }
     let cutter = SpecialCutter::new(&config.specials);
     let Some(spec) = &config.split else {
         // Whole-text BPE needs the documents in memory; each is its own sequence (cut at
@@ -604,14 +578,25 @@ fn train_documents(
         Ok(())
     })?;
     report(skipped, events);
-    let counts = counter.finish();
+    counts_or_model(config, spec, &counter.finish(), out, events)
+}
+
+/// The end of split training, from the corpus's chunk counts: with `--emit-counts` the
+/// counts file, else the model trained on them.
+fn counts_or_model(
+    config: &TrainConfig,
+    spec: &SplitSpec,
+    counts: &ChunkCounts,
+    out: &mut dyn Write,
+    events: &mut dyn FnMut(TrainEvent),
+) -> Result<()> {
     if config.emit_counts {
         let header = CountsHeader {
             split: spec.clone(),
             specials: config.specials.clone(),
         };
         let shard = config.shard.clone().unwrap_or_default();
-        return counts::write_counts(out, &header, &counts, &shard).map_err(Error::write);
+        return counts::write_counts(out, &header, counts, &shard).map_err(Error::write);
     }
     let vocab_size = checked_vocab_size(config)?;
     check_chunks(counts.iter())?;
