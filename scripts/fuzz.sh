@@ -10,6 +10,8 @@
 #   TARGET   model_file ids split roundtrip attn_record attn_weights (default all)
 # Environment:
 #   FUZZ_RUNS  run each target this many executions instead of for SECONDS
+#   FUZZ_SEED  libFuzzer's random seed (default: a new one each run), so that a run
+#              can be repeated exactly; CI fixes it
 # Needs: rustup's nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,6 +30,7 @@ for t in "${TARGETS[@]}"; do
   mkdir -p "corpus/$t"
   limit=(-max_total_time="$SECONDS_EACH")
   [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS")
+  [ -n "${FUZZ_SEED:-}" ] && limit+=(-seed="$FUZZ_SEED")
   # The split target runs fancy-regex on each input: keep inputs short.
   len=4096
   [ "$t" = split ] && len=1024

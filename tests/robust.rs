@@ -529,7 +529,8 @@ fn threads_are_capped() {
         .stdout("[24912,2375]\n");
 }
 
-/// Random id streams (valid records, whitespace, headers, bad ids, garbage) decoded
+/// Random id streams (valid records, whitespace, headers, bad ids, garbage, text after
+/// the array) decoded
 /// from a reader in runs of a few bytes, so that most lines come in parts, give the
 /// bytes and the error of reading them whole: the same error, and the whole reading's
 /// output a prefix of the one in parts (which writes the good pieces of a bad record).
@@ -580,6 +581,11 @@ fn decoding_in_parts_is_decoding_whole() {
                             stream.extend_from_slice(id.to_string().as_bytes());
                         }
                         stream.push(b']');
+                        // Text after the array: with a bad id before it, the bad id is
+                        // the line's error whether the line is read whole or in parts.
+                        if rng.below(8) == 0 {
+                            stream.push(b'x');
+                        }
                     }
                 }
                 stream.extend_from_slice(if rng.below(5) == 0 { b"\r\n" } else { b"\n" });

@@ -404,16 +404,8 @@ impl StreamDecoder {
             bytes.clear();
         }
         self.ids.clear();
-        self.long.state =
-            ndjson::parse_ids_piece(piece, state, last, &mut self.ids).map_err(Error::data)?;
-        let model = self.current.as_ref().expect("table() loaded a model");
-        self.slow.clear();
-        if let Err(id) = decode_ids(model, &self.ids, &mut self.slow) {
-            return Err(Error::data(format!(
-                "id {id} is not in the vocabulary (size {})",
-                model.vocab_size()
-            )));
-        }
+        let parsed = ndjson::parse_ids_piece(piece, state, last, &mut self.ids);
+        self.long.state = self.decode_parsed(parsed)?;
         if joined && !self.ids.is_empty() {
             if self.long.space {
                 bytes.push(b' ');
@@ -569,19 +561,27 @@ impl StreamDecoder {
         if self.table()?.decode_record(line, bytes) {
             return Ok(());
         }
-        ndjson::parse_ids_into(line, &mut self.ids)
-            .map_err(|e| Error::data(e).at_line(file, line_no))?;
+        let parsed = ndjson::parse_ids_into(line, &mut self.ids);
+        self.decode_parsed(parsed)
+            .map_err(|e| e.at_line(file, line_no))?;
+        bytes.extend_from_slice(&self.slow);
+        Ok(())
+    }
+
+    /// Decodes the ids a parse left in `self.ids` into `self.slow` and returns the parse's
+    /// outcome. The first error in the line wins: ids parsed before a syntax error are
+    /// checked against the vocabulary first, so a line gives one message however it was
+    /// read (whole, or in pieces whose ids are checked as they come).
+    fn decode_parsed<T>(&mut self, parsed: std::result::Result<T, String>) -> Result<T> {
         let model = self.current.as_ref().expect("table() loaded a model");
         self.slow.clear();
         if let Err(id) = decode_ids(model, &self.ids, &mut self.slow) {
             return Err(Error::data(format!(
                 "id {id} is not in the vocabulary (size {})",
                 model.vocab_size()
-            ))
-            .at_line(file, line_no));
+            )));
         }
-        bytes.extend_from_slice(&self.slow);
-        Ok(())
+        parsed.map_err(Error::data)
     }
 
     fn header(&mut self, file: &str, line_no: u64, line: &[u8]) -> Result<()> {
