@@ -300,9 +300,8 @@ impl StreamDecoder {
     }
 
     /// One part of a line too long to hold ([`input::Run::Part`]); returns the bytes it
-    /// used. The part is decoded up to its last `,` or whitespace (all of it when that
-    /// ends the line, or when it has neither: no record has such a stretch, so its error
-    /// is found there), by the fast path where it has the compact form, else by the
+    /// used. The part is decoded up to where [`ndjson::piece_end`] cuts it (all of it
+    /// when it ends the line), by the fast path where it has the compact form, else by the
     /// general parser, which reads what is valid JSON and names the line of what is
     /// not; either way the bytes are those the whole line decodes to, and are written
     /// at once, so memory stays bounded by the part.
@@ -337,12 +336,10 @@ impl StreamDecoder {
         let used = if last {
             text.len()
         } else {
-            match memchr::memrchr3(b',', b' ', b'\n', text) {
-                Some(k) => k + 1,
-                None => match text.iter().rposition(|b| matches!(b, b'\t' | b'\r')) {
-                    Some(k) => k + 1,
-                    None => text.len(),
-                },
+            match ndjson::piece_end(text) {
+                Some(used) => used,
+                // Too short to cut: the reader brings a longer part.
+                None => return Ok(0),
             }
         };
         let piece = &text[..used];

@@ -47,9 +47,7 @@ pub enum PieceState {
 
 /// Parses one piece of a record (a line too long to hold, read in pieces), appending its
 /// ids to `out`, and returns where the record stands after it; `last` says the piece
-/// ends the line. Pieces must be cut after a `,` or a whitespace byte, or, where a
-/// stretch holds neither, anywhere at least [`QUOTE_MAX`] bytes into it (no valid record
-/// has such a stretch, so the error is found there). Read piece by piece from
+/// ends the line. Pieces must be cut where [`piece_end`] says. Read piece by piece from
 /// [`PieceState::Start`], a line gives the ids and the error message that
 /// [`parse_ids_into`] gives for the whole line.
 pub fn parse_ids_piece(
@@ -112,6 +110,27 @@ pub fn parse_ids_piece(
     }
 }
 
+/// Where a piece of a record that does not end the line may be cut for
+/// [`parse_ids_piece`]: after the last `,` or whitespace byte of `text`, or, where `text`
+/// holds neither, at its end once it is [`PIECE_MIN`] bytes long: no record holds such
+/// a stretch, and its first error and the quote of it lie within those bytes, so the
+/// message is the one the whole line gives. `None`: too short to cut, more of the line
+/// is needed.
+pub fn piece_end(text: &[u8]) -> Option<usize> {
+    match memchr::memrchr3(b',', b' ', b'\n', text) {
+        Some(k) => Some(k + 1),
+        None => match text.iter().rposition(|b| matches!(b, b'\t' | b'\r')) {
+            Some(k) => Some(k + 1),
+            None => (text.len() >= PIECE_MIN).then_some(text.len()),
+        },
+    }
+}
+
+/// The shortest stretch without a `,` or whitespace that [`piece_end`] cuts: its first
+/// error is at most `[` and [`QUOTE_MAX`] digits in, and quotes at most `QUOTE_MAX + 1`
+/// bytes from there (the quote's `...` needs one byte past it).
+const PIECE_MIN: usize = 2 * QUOTE_MAX + 2;
+
 /// The id at `text[start..]` pushed to `out`, and the index after it; or what is wrong
 /// with it, quoting it.
 fn parse_id(
@@ -133,6 +152,16 @@ fn parse_id(
             ),
         });
     }
+    // The range first: a number that runs to the end of a piece that is not the last
+    // was cut where no `,` or whitespace came for a long stretch, far too long to be an
+    // id, and what follows it is not seen; the whole line gives the same message.
+    let value = value.filter(|&v| v <= u64::from(u32::MAX) && (last || i < text.len()));
+    let Some(value) = value else {
+        return Err(format!(
+            "id {} is out of range (ids are below 2^32)",
+            number_text(text, start)
+        ));
+    };
     if matches!(text.get(i), Some(b'.' | b'e' | b'E')) {
         return Err(format!("id {} is not an integer", number_text(text, start)));
     }
@@ -142,15 +171,6 @@ fn parse_id(
             number_text(text, start)
         ));
     }
-    // A number that runs to the end of a piece that is not the last was cut where no
-    // `,` or whitespace came for a long stretch: far too long to be an id.
-    let value = value.filter(|&v| v <= u64::from(u32::MAX) && (last || i < text.len()));
-    let Some(value) = value else {
-        return Err(format!(
-            "id {} is out of range (ids are below 2^32)",
-            number_text(text, start)
-        ));
-    };
     out.push(value as u32);
     Ok(i)
 }
@@ -368,8 +388,9 @@ mod tests {
         assert!(ids("\"x\"").is_err());
     }
 
-    /// Cuts `line` into pieces as a reader of long lines may (after a `,` or a
-    /// whitespace byte, chosen at random), and parses them one at a time.
+    /// Reads `line` as the reader of a long line does: parts of random sizes, each cut
+    /// where [`piece_end`] says (a part twice as long when it says none), parsed one at
+    /// a time.
     fn ids_in_pieces(
         line: &[u8],
         below: &mut impl FnMut(u64) -> u64,
@@ -377,14 +398,21 @@ mod tests {
         let mut out = Vec::new();
         let mut state = PieceState::Start;
         let mut start = 0;
-        for (k, &b) in line.iter().enumerate() {
-            if matches!(b, b',' | b' ' | b'\t' | b'\r' | b'\n') && below(3) == 0 {
-                state = parse_ids_piece(&line[start..=k], state, false, &mut out)?;
-                start = k + 1;
+        let mut want = 1 + below(8) as usize;
+        loop {
+            if start + want >= line.len() {
+                parse_ids_piece(&line[start..], state, true, &mut out)?;
+                return Ok(out);
+            }
+            match piece_end(&line[start..start + want]) {
+                Some(used) => {
+                    state = parse_ids_piece(&line[start..start + used], state, false, &mut out)?;
+                    start += used;
+                    want = 1 + below(8) as usize;
+                }
+                None => want *= 2,
             }
         }
-        parse_ids_piece(&line[start..], state, true, &mut out)?;
-        Ok(out)
     }
 
     #[test]
@@ -415,6 +443,13 @@ mod tests {
             let len = below(24) as usize;
             let mut line = vec![b'['];
             line.extend((0..len).map(|_| alphabet[below(alphabet.len() as u64) as usize]));
+            // A stretch without a separator, longer than a piece may be cut in.
+            if below(4) == 0 {
+                let run: &[u8] = [&b"1234567890"[..], b"x", b"9e"][below(3) as usize];
+                let n = below(80) as usize;
+                line.extend(run.iter().cycle().take(n));
+                line.extend((0..below(6)).map(|_| alphabet[below(alphabet.len() as u64) as usize]));
+            }
             if below(2) == 0 {
                 line.push(b']');
             }
