@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::identity::ModelSource;
 
 /// Blocks (or inputs) at least this long are counted on several threads.
-pub const PARALLEL_MIN_BYTES: usize = 1 << 20;
+pub(crate) const PARALLEL_MIN_BYTES: usize = 1 << 20;
 
 /// A word of up to 23 bytes as a fixed-size key (bytes, zero padding, length last):
 /// hashed and compared inline, without following a pointer to the word's bytes. Most words
@@ -241,7 +241,7 @@ impl WordCounter {
     }
 
     /// Distinct words seen so far (the unterminated word at the end not included).
-    pub fn distinct(&self) -> usize {
+    fn distinct(&self) -> usize {
         self.counts.len()
     }
 
