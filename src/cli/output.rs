@@ -268,16 +268,6 @@ impl SpillFile {
         Ok(spill)
     }
 
-    /// How many bytes were written.
-    fn len(&self) -> u64 {
-        self.written
-    }
-
-    /// True when nothing was written.
-    fn is_empty(&self) -> bool {
-        self.written == 0
-    }
-
     /// Copies everything written to `out`.
     pub(crate) fn copy_to(&mut self, out: &mut dyn Write) -> io::Result<()> {
         self.writer.flush()?;

@@ -281,11 +281,6 @@ impl<'m> Encoder<'m> {
         })
     }
 
-    /// The model this encoder uses.
-    fn model(&self) -> &'m BpeModel {
-        self.model
-    }
-
     /// Encodes one record, appending its ids to `out`.
     pub fn encode(&self, text: &[u8], out: &mut Vec<u32>) {
         let mut scratch = self.take_scratch();

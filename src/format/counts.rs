@@ -442,16 +442,6 @@ impl CountsMerger {
         self.header.as_ref().map(|(h, _)| h)
     }
 
-    /// The number of distinct chunks.
-    fn len(&self) -> usize {
-        self.counts.len()
-    }
-
-    /// Whether no chunk was read.
-    fn is_empty(&self) -> bool {
-        self.counts.is_empty()
-    }
-
     /// Reads counts files (or standard input) line by line.
     pub(crate) fn read_sources(&mut self, sources: &[Source], no_mmap: bool) -> Result<()> {
         let mut last_shard: (Vec<u8>, u32) = (Vec::new(), u32::MAX);

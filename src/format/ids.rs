@@ -3,21 +3,10 @@
 //! Parsing is hand-written for the array form (the hot path of `bpe-decode` and `attn`);
 //! headers go through serde_json.
 
-use std::io::{self, Write};
-
 use serde_json::{Map, Value};
 
 use super::json::{json_string, scan_digits, skip_ws, BOM, BOM_MESSAGE};
 use crate::identity::ModelSource;
-
-/// One line of an id stream.
-#[derive(Debug, PartialEq)]
-enum IdLine {
-    /// A header object: the records that follow use the model it names.
-    Header(Map<String, Value>),
-    /// A record: token ids.
-    Ids(Vec<u32>),
-}
 
 /// Parses a JSON array of non-negative integers that fit in u32 into `out` (cleared
 /// first). Errors are short lowercase phrases for `WHERE: WHAT` messages, quoting what
@@ -207,16 +196,6 @@ pub(crate) fn parse_header(line: &[u8]) -> std::result::Result<Map<String, Value
     }
 }
 
-/// Classifies and parses one line of an id stream.
-fn parse_id_line(line: &[u8]) -> std::result::Result<IdLine, String> {
-    if is_header(line) {
-        return parse_header(line).map(IdLine::Header);
-    }
-    let mut ids = Vec::new();
-    parse_ids_into(line, &mut ids)?;
-    Ok(IdLine::Ids(ids))
-}
-
 /// True when the line is a header object rather than a record.
 pub(crate) fn is_header(line: &[u8]) -> bool {
     line.get(skip_ws(line, 0)) == Some(&b'{')
@@ -247,14 +226,6 @@ pub(crate) fn push_u32(buf: &mut Vec<u8>, mut value: u32) {
         }
     }
     buf.extend_from_slice(&digits[n..]);
-}
-
-/// Writes `ids` as one NDJSON record line.
-fn write_ids(w: &mut dyn Write, ids: &[u32]) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(ids.len() * 6 + 3);
-    push_ids(&mut buf, ids);
-    buf.push(b'\n');
-    w.write_all(&buf)
 }
 
 /// The header line of an id stream for `model` (without newline).
@@ -319,6 +290,25 @@ pub(crate) fn same_model(source: &ModelSource, named: &StreamModel) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One line of an id stream.
+    #[derive(Debug, PartialEq)]
+    enum IdLine {
+        /// A header object: the records that follow use the model it names.
+        Header(Map<String, Value>),
+        /// A record: token ids.
+        Ids(Vec<u32>),
+    }
+
+    /// Classifies and parses one line of an id stream.
+    fn parse_id_line(line: &[u8]) -> std::result::Result<IdLine, String> {
+        if is_header(line) {
+            return parse_header(line).map(IdLine::Header);
+        }
+        let mut ids = Vec::new();
+        parse_ids_into(line, &mut ids)?;
+        Ok(IdLine::Ids(ids))
+    }
 
     fn ids(text: &str) -> std::result::Result<Vec<u32>, String> {
         let mut out = Vec::new();

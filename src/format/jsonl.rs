@@ -399,17 +399,6 @@ impl Skipped {
         }
     }
 
-    /// Adds the counts of a later part of the input.
-    fn merge(&mut self, other: &Skipped) {
-        self.lines += other.lines;
-        for (n, more) in self.by_problem.iter_mut().zip(other.by_problem) {
-            *n += more;
-        }
-        if self.first.is_none() {
-            self.first.clone_from(&other.first);
-        }
-    }
-
     /// How many lines were skipped for `problem`.
     fn count(&self, problem: Problem) -> u64 {
         self.by_problem[problem.index()]
@@ -441,6 +430,19 @@ impl Skipped {
 mod tests {
     use super::*;
     use crate::test_rng::below_usize;
+
+    impl Skipped {
+        /// Adds the counts of a later part of the input.
+        fn merge(&mut self, other: &Skipped) {
+            self.lines += other.lines;
+            for (n, more) in self.by_problem.iter_mut().zip(other.by_problem) {
+                *n += more;
+            }
+            if self.first.is_none() {
+                self.first.clone_from(&other.first);
+            }
+        }
+    }
 
     type Rng = dyn FnMut(usize) -> usize;
 

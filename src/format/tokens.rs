@@ -238,11 +238,6 @@ impl Dtype {
     }
 }
 
-/// The largest id `model` has, special tokens included.
-fn largest_id(model: &Model) -> u32 {
-    model.vocab_size().saturating_sub(1) as u32
-}
-
 /// How a model is named in messages: its built-in name or the file name given.
 pub(crate) fn model_name(model: &Model) -> String {
     match model.source() {

@@ -166,12 +166,6 @@ impl BpeModel {
         matches!(self.bytes, TokenBytes::Derived { .. })
     }
 
-    /// The number of bytes of ordinary id `id`, or `None` when it has none (an id
-    /// outside the ordinary vocabulary).
-    fn token_len(&self, id: u32) -> Option<usize> {
-        self.ordinary_span(id).map(|(start, end)| end - start)
-    }
-
     /// Appends the bytes of `id` (special tokens included) to `out`, without building
     /// the merge list's table of all tokens: false, with `out` as it was, for an id
     /// outside the vocabulary.

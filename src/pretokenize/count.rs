@@ -295,7 +295,7 @@ pub fn count_records(
 
 /// Adds the chunks of one record (its exact bytes: a line with its `\n`, or a JSONL
 /// document's text) to `counts`.
-pub(crate) fn count_record(
+fn count_record(
     counts: &mut ChunkCounts,
     record: &[u8],
     splitter: &Splitter,
@@ -450,14 +450,6 @@ impl<'s> RecordCounter<'s> {
             self.specials,
             self.threads,
         );
-    }
-
-    /// Adds one record as it is (a JSONL document's text), after any pending lines.
-    fn add_record(&mut self, record: &[u8]) {
-        if !self.pending.is_empty() {
-            self.end_input();
-        }
-        count_record(&mut self.counts, record, self.splitter, self.specials);
     }
 
     /// Counts what is held back and returns the counts of all the records.

@@ -66,7 +66,6 @@ mod count;
 mod fast;
 mod specials;
 
-pub(crate) use count::count_record;
 pub use count::{count_chunks, count_records, ChunkCounter, ChunkCounts, RecordCounter};
 pub use specials::SpecialCutter;
 

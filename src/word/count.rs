@@ -240,11 +240,6 @@ impl WordCounter {
         self.bytes
     }
 
-    /// Distinct words seen so far (the unterminated word at the end not included).
-    fn distinct(&self) -> usize {
-        self.counts.len()
-    }
-
     fn add(&mut self, word: &[u8], count: u64) {
         match self.index.get_or_insert(word, self.counts.len() as u32) {
             Some(i) => self.counts[i as usize] += count,
