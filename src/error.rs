@@ -31,7 +31,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     /// Bad input data (exit 1).
-    pub fn data(message: impl Into<String>) -> Error {
+    pub(crate) fn data(message: impl Into<String>) -> Error {
         Error {
             kind: ErrorKind::Data,
             location: None,
@@ -65,7 +65,7 @@ impl Error {
 
     /// A failure writing the output. The library writes to any `Write` and does not know
     /// its name; the binary that opened it names it with [`Error::at_output`].
-    pub fn write(err: io::Error) -> Error {
+    pub(crate) fn write(err: io::Error) -> Error {
         Error {
             output: true,
             ..Error::io("write failed", err)
@@ -73,7 +73,7 @@ impl Error {
     }
 
     /// Names the output as the location of a [`Error::write`] failure.
-    pub fn at_output(self, name: &str) -> Error {
+    pub(crate) fn at_output(self, name: &str) -> Error {
         if self.output {
             self.in_file(name)
         } else {
@@ -90,7 +90,7 @@ impl Error {
     }
 
     /// Sets the location to `file:line` unless one is already known.
-    pub fn at_line(mut self, file: &str, line: u64) -> Error {
+    pub(crate) fn at_line(mut self, file: &str, line: u64) -> Error {
         if self.location.is_none() {
             self.location = Some(format!("{file}:{line}"));
         }
@@ -113,7 +113,7 @@ impl Error {
     }
 
     /// True when the error is a closed pipe on output, which tools treat as success.
-    pub fn is_broken_pipe(&self) -> bool {
+    pub(crate) fn is_broken_pipe(&self) -> bool {
         matches!(&self.io, Some(e) if e.kind() == io::ErrorKind::BrokenPipe)
     }
 

@@ -15,13 +15,13 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct Source {
     /// The name used in messages (`<stdin>` for standard input).
-    pub name: String,
+    pub(crate) name: String,
     path: Option<PathBuf>,
 }
 
 impl Source {
     /// Standard input.
-    pub fn stdin() -> Source {
+    fn stdin() -> Source {
         Source {
             name: "<stdin>".to_string(),
             path: None,
@@ -37,12 +37,12 @@ impl Source {
     }
 
     /// True for standard input.
-    pub fn is_stdin(&self) -> bool {
+    pub(crate) fn is_stdin(&self) -> bool {
         self.path.is_none()
     }
 
     /// The file's path (`None` for standard input).
-    pub fn path(&self) -> Option<&Path> {
+    pub(crate) fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }
 }
@@ -51,23 +51,23 @@ impl Source {
 /// vocabularies are far below it (o200k_base's rank file is 3.6 MB, a 540k-word model
 /// 26 MB); it bounds what a path, typed or named by an id stream's header, can make a
 /// tool read into memory.
-pub const MODEL_FILE_LIMIT: u64 = 1 << 30;
+pub(crate) const MODEL_FILE_LIMIT: u64 = 1 << 30;
 
 /// What may be read by [`read_whole_file`]: what the file is (for messages), the most
 /// bytes it may hold, and whether a pipe is accepted.
 #[derive(Debug, Clone, Copy)]
-pub struct WholeFile {
+pub(crate) struct WholeFile {
     /// What the file is, for messages: "model file", "weights file".
-    pub what: &'static str,
+    pub(crate) what: &'static str,
     /// The most bytes it may hold.
-    pub limit: u64,
+    pub(crate) limit: u64,
     /// Whether a pipe (`<(zcat m.json.gz)`, a FIFO) is read. Only when the user asked
     /// for it: opening a FIFO waits for a writer, and a pipe's size is not known before
     /// reading, only bounded while reading.
-    pub pipes: bool,
+    pub(crate) pipes: bool,
     /// The flag that sets `pipes`, named when a pipe is refused (`None`: there is none,
     /// as for a model an id stream's header names).
-    pub pipe_flag: Option<&'static str>,
+    pub(crate) pipe_flag: Option<&'static str>,
 }
 
 /// Reads a file that a tool needs whole before its work (a model, weights): only a
@@ -76,7 +76,7 @@ pub struct WholeFile {
 /// a device such as `/dev/zero`, a socket, a FIFO without the opt-in) is refused before
 /// reading, and a FIFO is never opened without it, so nothing here can block or read
 /// without bound. Errors are exit 1, named `name`.
-pub fn read_whole_file(path: &Path, name: &str, rules: &WholeFile) -> Result<Vec<u8>> {
+pub(crate) fn read_whole_file(path: &Path, name: &str, rules: &WholeFile) -> Result<Vec<u8>> {
     let mut file = open_whole_file(path, name, rules)?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     // The size a regular file says it has is a hint only (`/proc` files say 0; a file
@@ -95,7 +95,7 @@ pub fn read_whole_file(path: &Path, name: &str, rules: &WholeFile) -> Result<Vec
 /// The SHA-256 of a file [`read_whole_file`] would accept, read in small blocks: memory
 /// stays at a block whatever the file holds. Used to check a file an id stream's header
 /// names before reading it into memory.
-pub fn whole_file_sha256(path: &Path, name: &str, rules: &WholeFile) -> Result<String> {
+pub(crate) fn whole_file_sha256(path: &Path, name: &str, rules: &WholeFile) -> Result<String> {
     use sha2::{Digest, Sha256};
     let file = open_whole_file(path, name, rules)?;
     let mut hasher = Sha256::new();
@@ -248,7 +248,7 @@ pub fn sources(files: &[PathBuf]) -> Result<Vec<Source>> {
 }
 
 /// The bytes of an input: a memory map or an owned buffer.
-pub enum Data {
+pub(crate) enum Data {
     Mapped(memmap2::Mmap),
     Owned(Vec<u8>),
 }
@@ -291,7 +291,7 @@ fn try_map(source: &Source, file: &File) -> Option<memmap2::Mmap> {
 static ON_MAP: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
 
 /// Sets the hook called with a file's name before it is mapped (once per program).
-pub fn on_map(hook: fn(&str)) {
+pub(crate) fn on_map(hook: fn(&str)) {
     let _ = ON_MAP.set(hook);
 }
 
@@ -302,7 +302,7 @@ fn before_map(name: &str) {
 }
 
 /// Reads one source entirely (mapping it when allowed).
-pub fn read_source(source: &Source, no_mmap: bool) -> Result<Data> {
+pub(crate) fn read_source(source: &Source, no_mmap: bool) -> Result<Data> {
     match &source.path {
         None => {
             let mut bytes = Vec::new();
@@ -328,7 +328,7 @@ pub fn read_source(source: &Source, no_mmap: bool) -> Result<Data> {
 }
 
 /// Reads all sources as one text (their concatenation, as `cat` would give it).
-pub fn read_all(sources: &[Source], no_mmap: bool) -> Result<Data> {
+pub(crate) fn read_all(sources: &[Source], no_mmap: bool) -> Result<Data> {
     if let [only] = sources {
         return read_source(only, no_mmap);
     }
@@ -341,7 +341,7 @@ pub fn read_all(sources: &[Source], no_mmap: bool) -> Result<Data> {
 
 /// A map of `source` when it is a named regular file of non-zero length that maps;
 /// `None` means "read it" (standard input, pipes, empty files, a failed map).
-pub fn map_source(source: &Source) -> Result<Option<Data>> {
+pub(crate) fn map_source(source: &Source) -> Result<Option<Data>> {
     let Some(path) = &source.path else {
         return Ok(None);
     };
@@ -351,7 +351,7 @@ pub fn map_source(source: &Source) -> Result<Option<Data>> {
 
 /// Reads up to 64 KB more of `stream` onto the end of `buf` and returns how many bytes
 /// came (0 at the end of input); errors are named `name`.
-pub fn read_more(stream: &mut dyn Read, buf: &mut Vec<u8>, name: &str) -> Result<usize> {
+pub(crate) fn read_more(stream: &mut dyn Read, buf: &mut Vec<u8>, name: &str) -> Result<usize> {
     let have = buf.len();
     buf.resize(have + READ_BLOCK, 0);
     let n = loop {
@@ -369,7 +369,7 @@ pub fn read_more(stream: &mut dyn Read, buf: &mut Vec<u8>, name: &str) -> Result
 }
 
 /// Opens a source as a buffered stream (never mapped).
-pub fn open_stream(source: &Source) -> Result<Box<dyn BufRead>> {
+pub(crate) fn open_stream(source: &Source) -> Result<Box<dyn BufRead>> {
     match &source.path {
         None => Ok(Box::new(BufReader::with_capacity(1 << 16, io::stdin()))),
         Some(path) => Ok(Box::new(BufReader::with_capacity(
@@ -380,13 +380,17 @@ pub fn open_stream(source: &Source) -> Result<Box<dyn BufRead>> {
 }
 
 /// A callback for `for_each_line`: source name, 1-based line number, line bytes.
-pub type LineHandler<'a> = dyn FnMut(&str, u64, &[u8]) -> Result<()> + 'a;
+type LineHandler<'a> = dyn FnMut(&str, u64, &[u8]) -> Result<()> + 'a;
 
 /// Calls `each` with every line of every source, in order, with the source name and the
 /// 1-based line number. The `\n` is not part of the line (a `\r` is); a final line
 /// without `\n` is still a line, and input ending in `\n` has no empty last line.
 /// Memory stays bounded by the longest line.
-pub fn for_each_line(sources: &[Source], no_mmap: bool, each: &mut LineHandler) -> Result<()> {
+pub(crate) fn for_each_line(
+    sources: &[Source],
+    no_mmap: bool,
+    each: &mut LineHandler,
+) -> Result<()> {
     for source in sources {
         if let (false, Some(path)) = (no_mmap, &source.path) {
             let file = open_file(source, path)?;
@@ -422,7 +426,7 @@ pub fn for_each_line(sources: &[Source], no_mmap: bool, each: &mut LineHandler) 
 
 /// Calls `each` with successive blocks of every source, in order (for streaming work
 /// over inputs of any size). Mapped files come as one block.
-pub fn for_each_block(
+pub(crate) fn for_each_block(
     sources: &[Source],
     no_mmap: bool,
     each: &mut dyn FnMut(&[u8]) -> Result<()>,
@@ -452,7 +456,7 @@ pub fn for_each_block(
 
 /// What [`for_each_run`] hands over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Run<'a> {
+pub(crate) enum Run<'a> {
     /// Whole lines: the 1-based number of the first, and the bytes (each line with its
     /// `\n`; a source's last line may lack one).
     Lines(u64, &'a [u8]),
@@ -471,7 +475,7 @@ pub enum Run<'a> {
 /// [`Run::Part`] it returns how many of the bytes it used: all of a last part; of the
 /// others any number, the rest coming again at the start of the next part (0: the
 /// handler needs more of the line at once, and the next part is longer).
-pub type RunHandler<'a> = dyn FnMut(&str, Run) -> Result<usize> + 'a;
+type RunHandler<'a> = dyn FnMut(&str, Run) -> Result<usize> + 'a;
 
 /// Calls `each` with the lines of every source, in order, for work spread over threads:
 /// runs of whole lines ([`Run::Lines`]), and the pieces of lines too long to hold
@@ -481,7 +485,7 @@ pub type RunHandler<'a> = dyn FnMut(&str, Run) -> Result<usize> + 'a;
 /// memory stays bounded by `target` whatever the input. With `eager`, or from a
 /// terminal, a run is whatever whole lines a read brings. The lines are those of
 /// [`for_each_line`].
-pub fn for_each_run(
+pub(crate) fn for_each_run(
     sources: &[Source],
     no_mmap: bool,
     target: usize,
@@ -513,7 +517,7 @@ pub fn for_each_run(
 
 /// [`for_each_run`] of one stream, named `name` in messages; with `eager`, the whole
 /// lines of each read are handed over at once.
-pub fn for_each_run_of(
+pub(crate) fn for_each_run_of(
     name: &str,
     stream: Box<dyn BufRead + '_>,
     target: usize,

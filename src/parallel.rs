@@ -9,7 +9,7 @@ use std::sync::{mpsc, Condvar, Mutex};
 /// Runs `first` here and `second` on a scoped thread beside it if `parallel` (else one
 /// after the other), and returns both results. A panic of `second` is passed on, as it
 /// would be on one thread.
-pub fn both<A, B: Send>(
+pub(crate) fn both<A, B: Send>(
     parallel: bool,
     first: impl FnOnce() -> A,
     second: impl FnOnce() -> B + Send,
@@ -30,7 +30,7 @@ pub fn both<A, B: Send>(
 /// Runs `work` on every item of `items` on `threads` scoped threads, each taking the
 /// next item when it is free (so items of uneven cost balance). Each thread makes its
 /// own state with `init` and hands it to `finish` when the queue is empty.
-pub fn on_demand<I, S>(
+pub(crate) fn on_demand<I, S>(
     threads: usize,
     items: I,
     init: impl Fn() -> S + Sync,
@@ -186,7 +186,7 @@ where
 
 /// Values kept for reuse across threads (buffers whose memory is worth keeping: fresh
 /// memory costs page faults).
-pub struct Pool<T> {
+pub(crate) struct Pool<T> {
     free: Mutex<Vec<T>>,
 }
 
@@ -208,20 +208,20 @@ impl<T> From<Vec<T>> for Pool<T> {
 
 impl<T> Pool<T> {
     /// The kept values.
-    pub fn into_inner(self) -> Vec<T> {
+    pub(crate) fn into_inner(self) -> Vec<T> {
         self.free.into_inner().unwrap_or_default()
     }
 }
 
 impl<T: Default> Pool<T> {
     /// A kept value, or a new one.
-    pub fn take(&self) -> T {
+    pub(crate) fn take(&self) -> T {
         let kept = self.free.lock().ok().and_then(|mut free| free.pop());
         kept.unwrap_or_default()
     }
 
     /// Keeps `value` for a later [`Pool::take`].
-    pub fn put(&self, value: T) {
+    pub(crate) fn put(&self, value: T) {
         if let Ok(mut free) = self.free.lock() {
             free.push(value);
         }

@@ -44,7 +44,7 @@ pub enum Precision {
 }
 
 /// Writes `data` (rows of `cols` numbers) as one record in `format`.
-pub fn write_record(
+pub(crate) fn write_record(
     w: &mut dyn Write,
     data: &[f32],
     cols: usize,
@@ -76,7 +76,7 @@ fn write_le(w: &mut dyn Write, data: &[f32]) -> std::io::Result<()> {
 /// The NPY 1.0 header of a C-order float32 array of shape (rows, cols): magic, version,
 /// header length, the header dictionary padded with spaces and ended by a newline so
 /// that the data starts at a multiple of 64 bytes.
-pub fn npy_header(rows: usize, cols: usize) -> Vec<u8> {
+fn npy_header(rows: usize, cols: usize) -> Vec<u8> {
     let dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
     let unpadded = 10 + dict.len() + 1;
     let len = unpadded.next_multiple_of(64) - 10;
@@ -141,7 +141,7 @@ const POW10: [u64; 10] = [
 
 /// Appends `x` with `p` (at most 9) digits after the decimal point: exactly the text of
 /// `format!("{x:.p$}")`.
-pub fn push_fixed(buf: &mut Vec<u8>, x: f32, p: usize) {
+fn push_fixed(buf: &mut Vec<u8>, x: f32, p: usize) {
     let bits = x.to_bits();
     let biased = (bits >> 23) & 0xff;
     // 2^40 and up (and infinities, NaN): rare here, and beyond the u64 arithmetic.
@@ -209,7 +209,7 @@ fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
 /// Appends the shortest text that reads back as `x`, laid out as `format!("{x}")`
 /// lays it out (all digits, no exponent: `1e-7` is `0.0000001`); the same text but for
 /// the last digit of exact ties between two shortest candidates.
-pub fn push_shortest(buf: &mut Vec<u8>, x: f32) {
+fn push_shortest(buf: &mut Vec<u8>, x: f32) {
     if !x.is_finite() {
         let _ = write!(buf, "{x}");
         return;

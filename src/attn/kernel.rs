@@ -951,7 +951,7 @@ impl Projection {
     }
 
     /// [`Projection::apply`] into `out` (`t x n` numbers).
-    pub fn apply_into(&self, x: &[f32], t: usize, threads: usize, out: &mut [f32]) {
+    fn apply_into(&self, x: &[f32], t: usize, threads: usize, out: &mut [f32]) {
         assert_eq!(x.len(), t * self.depth);
         assert_eq!(out.len(), t * self.n);
         if t == 0 || self.n == 0 {
@@ -1044,7 +1044,7 @@ pub struct Shape {
 
 impl Shape {
     /// Multiply-adds of the call (q.k and p.v over the visible pairs).
-    pub fn work(&self) -> usize {
+    fn work(&self) -> usize {
         let pairs = if self.causal {
             // Query i sees min(i + 1, s) keys.
             let full = self.t.min(self.s);

@@ -39,7 +39,7 @@ pub use rng::{LazyEmbedding, NormalFill, TorchRng};
 /// The largest `--weights` file read: weights as JSON take about 12 bytes per number, so
 /// this holds a 200k x 1024 embedding with room to spare, and refuses a runaway file
 /// before reading it.
-pub const WEIGHTS_FILE_LIMIT: u64 = 16 << 30;
+const WEIGHTS_FILE_LIMIT: u64 = 16 << 30;
 
 use crate::error::{Error, Result};
 use crate::format::ids as ndjson;
@@ -82,12 +82,12 @@ impl Default for DrawSpec {
 
 /// Most heads a stage takes: each head has its own scratch in the kernel for every
 /// record, so a head count far beyond any model's is memory for nothing.
-pub const MAX_HEADS: usize = 1 << 16;
+const MAX_HEADS: usize = 1 << 16;
 
 /// Most float32 numbers in the heads' weights and in one record's buffers (projections,
 /// `--print weights|scores` matrices): 2^30, 4 GiB. Checked before allocating, so that
 /// a size no machine holds is an error with a message, not an abort.
-pub const MAX_NUMBERS: usize = 1 << 30;
+const MAX_NUMBERS: usize = 1 << 30;
 
 impl DrawSpec {
     /// Checks the sizes before anything is drawn: at least 1 each, at most [`MAX_HEADS`]
@@ -135,11 +135,11 @@ fn check_buffer(what: &str, a: usize, b: usize, c: usize) -> Result<()> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Head {
     /// `dim x d_kq`.
-    pub w_query: Vec<f32>,
+    w_query: Vec<f32>,
     /// `dim x d_kq`.
-    pub w_key: Vec<f32>,
+    w_key: Vec<f32>,
     /// `dim x d_v`.
-    pub w_value: Vec<f32>,
+    w_value: Vec<f32>,
 }
 
 /// Where embedding rows come from.
@@ -488,15 +488,15 @@ pub struct Embedded {
     /// Row-major numbers.
     pub data: Vec<f32>,
     /// Number of rows (tokens).
-    pub rows: usize,
+    rows: usize,
 }
 
 /// A configured attention stage: weights plus options.
 pub struct Attn {
     /// The weights in use.
-    pub weights: Weights,
+    weights: Weights,
     /// The run's options.
-    pub options: Options,
+    options: Options,
     /// All heads' projections side by side: `dim x heads*(2 d_kq + d_v)`, laid out as
     /// [Q of every head | K of every head | V of every head], packed for the kernel.
     w_all: kernel::Projection,
@@ -526,7 +526,7 @@ impl Attn {
     }
 
     /// The embedded rows of a record of ids (each must be in the vocabulary).
-    pub fn embed_ids(&self, ids: &[u32]) -> Result<Embedded> {
+    fn embed_ids(&self, ids: &[u32]) -> Result<Embedded> {
         let data = self.weights.embed(ids, self.options.threads)?;
         Ok(Embedded {
             data,
@@ -821,7 +821,7 @@ fn run_token_files(
 }
 
 /// Parses a JSON array of non-negative integer ids that fit in 32 bits.
-pub fn parse_ids(text: &[u8]) -> Result<Vec<u32>> {
+fn parse_ids(text: &[u8]) -> Result<Vec<u32>> {
     let mut ids = Vec::new();
     ndjson::parse_ids_into(text, &mut ids).map_err(Error::data)?;
     Ok(ids)

@@ -6,7 +6,7 @@ use super::kernel::{Shape, View};
 
 /// Raw scores `q_i . k_j` (unscaled, unmasked, as PyTorch's `q @ k.T`): t rows of
 /// `heads * s`, head after head within a row.
-pub fn scores(shape: &Shape, q: View, k: View) -> Vec<f32> {
+pub(crate) fn scores(shape: &Shape, q: View, k: View) -> Vec<f32> {
     let (h, dk, t, s) = (shape.heads, shape.d_kq, shape.t, shape.s);
     let mut out = vec![0f32; t * h * s];
     for i in 0..t {
@@ -23,7 +23,7 @@ pub fn scores(shape: &Shape, q: View, k: View) -> Vec<f32> {
 
 /// Attention weights `softmax(scale * scores)` per row, with 0 where the causal mask
 /// hides a key: t rows of `heads * s`.
-pub fn weights(shape: &Shape, q: View, k: View) -> Vec<f32> {
+pub(crate) fn weights(shape: &Shape, q: View, k: View) -> Vec<f32> {
     let s = shape.s;
     let mut out = scores(shape, q, k);
     for (row_i, row) in out.chunks_mut(s.max(1)).enumerate() {

@@ -278,11 +278,11 @@ pub struct LazyEmbedding {
 
 /// Largest table (in numbers) kept as a whole: 256 MiB of address space, of which only
 /// the pages of drawn rows are ever touched.
-pub const DENSE_MAX: usize = 1 << 26;
+const DENSE_MAX: usize = 1 << 26;
 /// Blocks kept by index for larger tables (about 100 MB).
-pub const SPARSE_BLOCKS: usize = 1 << 20;
+const SPARSE_BLOCKS: usize = 1 << 20;
 /// Generator states kept (2.5 KB each).
-pub const MAX_CHECKPOINTS: usize = 1024;
+const MAX_CHECKPOINTS: usize = 1024;
 /// The first spacing of kept generator states, in draws (about a millisecond of walking).
 const FIRST_SPACING: u64 = 1 << 20;
 

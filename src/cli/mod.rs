@@ -8,8 +8,9 @@ mod output;
 mod stdio;
 
 pub use oom::ExitOnOom;
-pub use output::{AtomicFile, Output, SpillFile};
-pub use stdio::stdout_was_closed;
+pub use output::Output;
+pub(crate) use output::{AtomicFile, SpillFile};
+pub(crate) use stdio::stdout_was_closed;
 
 use std::fmt;
 
@@ -47,7 +48,7 @@ pub struct ModelPipeArg {
     /// Let -m name a pipe, such as <(zcat merges.json.gz), read up to the 1 GiB limit of
     /// a model file (without it, -m reads regular files only)
     #[arg(long = "model-pipe")]
-    pub model_pipe: bool,
+    pub(crate) model_pipe: bool,
 }
 
 /// Flags every tool takes, with the same meaning everywhere.
@@ -110,7 +111,7 @@ pub fn parse_args<A: clap::Parser>(tool: &'static str) -> std::result::Result<A,
 }
 
 /// The kinds `--generate` takes.
-pub const GENERATE_KINDS: [&str; 3] = ["complete-bash", "complete-zsh", "complete-fish"];
+const GENERATE_KINDS: [&str; 3] = ["complete-bash", "complete-zsh", "complete-fish"];
 
 /// `TOOL --generate complete-bash|complete-zsh|complete-fish`: writes the tool's
 /// completion script for that shell, generated from its flag definitions, to standard
@@ -235,9 +236,9 @@ pub struct ThreadsArg {
 /// `-j` counts at most this many threads per core (and at least [`THREADS_FLOOR`]):
 /// the work is CPU-bound, so more threads only cost (`-j 100000` started 100,000
 /// threads: 8 s instead of 0.12 s).
-pub const THREADS_PER_CORE: usize = 4;
+const THREADS_PER_CORE: usize = 4;
 /// The cap of `-j` is never below this, whatever the core count.
-pub const THREADS_FLOOR: usize = 8;
+const THREADS_FLOOR: usize = 8;
 
 impl ThreadsArg {
     /// The number of worker threads: all cores for 0, else the value given, capped at

@@ -110,7 +110,7 @@ impl Output {
     /// Ends a failed run: what was written before the failure is flushed (standard
     /// output keeps it; a `-o` temporary file is removed) and the error is returned, a
     /// write failure named after this output.
-    pub fn fail(mut self, err: Error) -> Error {
+    pub(crate) fn fail(mut self, err: Error) -> Error {
         let _ = self.writer.flush();
         err.at_output(&self.name)
     }
@@ -163,7 +163,7 @@ fn create_beside(path: &Path) -> Result<(fs::File, PathBuf, PathBuf)> {
 /// header once the data is written (token files): written under a temporary name in the
 /// same folder and renamed into place by [`AtomicFile::commit`], as `-o` is. Dropped
 /// uncommitted, the temporary file is removed; a terminating signal removes it too.
-pub struct AtomicFile {
+pub(crate) struct AtomicFile {
     writer: io::BufWriter<fs::File>,
     temp: Option<PathBuf>,
     path: PathBuf,
@@ -172,7 +172,7 @@ pub struct AtomicFile {
 
 impl AtomicFile {
     /// Starts the file that will be `path`.
-    pub fn create(path: &Path) -> Result<AtomicFile> {
+    pub(crate) fn create(path: &Path) -> Result<AtomicFile> {
         let (file, temp, final_path) = create_beside(path)?;
         Ok(AtomicFile {
             writer: io::BufWriter::with_capacity(1 << 16, file),
@@ -183,13 +183,13 @@ impl AtomicFile {
     }
 
     /// The name given for the file, for messages.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// Overwrites `bytes` at `offset` (a header whose counts are known only at the end)
     /// and goes back to the end of the file.
-    pub fn patch(&mut self, offset: u64, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn patch(&mut self, offset: u64, bytes: &[u8]) -> Result<()> {
         let name = self.name.clone();
         let fail = |e| Error::write(e).in_file(&name);
         self.writer.flush().map_err(fail)?;
@@ -201,7 +201,7 @@ impl AtomicFile {
     }
 
     /// Flushes the file and renames it into place.
-    pub fn commit(mut self) -> Result<()> {
+    pub(crate) fn commit(mut self) -> Result<()> {
         self.writer
             .flush()
             .map_err(|e| Error::write(e).in_file(&self.name))?;
@@ -242,7 +242,7 @@ impl Drop for AtomicFile {
 /// index of a token file, a header-first file bound for a pipe): memory stays flat
 /// however much there is. On Unix the file's name is removed as soon as it is created,
 /// so nothing is left behind even by a killed run; elsewhere it is removed when dropped.
-pub struct SpillFile {
+pub(crate) struct SpillFile {
     writer: io::BufWriter<fs::File>,
     /// The file's name while it has one.
     temp: Option<PathBuf>,
@@ -251,7 +251,7 @@ pub struct SpillFile {
 
 impl SpillFile {
     /// A new spill file in `dir`.
-    pub fn create(dir: &Path) -> Result<SpillFile> {
+    pub(crate) fn create(dir: &Path) -> Result<SpillFile> {
         let (temp, file) = create_temp(dir, std::ffi::OsStr::new("spill")).map_err(|e| {
             Error::io("cannot create a temporary file", e).in_file(&dir.display().to_string())
         })?;
@@ -268,18 +268,8 @@ impl SpillFile {
         Ok(spill)
     }
 
-    /// How many bytes were written.
-    pub fn len(&self) -> u64 {
-        self.written
-    }
-
-    /// True when nothing was written.
-    pub fn is_empty(&self) -> bool {
-        self.written == 0
-    }
-
     /// Copies everything written to `out`.
-    pub fn copy_to(&mut self, out: &mut dyn Write) -> io::Result<()> {
+    pub(crate) fn copy_to(&mut self, out: &mut dyn Write) -> io::Result<()> {
         self.writer.flush()?;
         let file = self.writer.get_mut();
         file.seek(io::SeekFrom::Start(0))?;

@@ -48,6 +48,6 @@ extern "C" fn record_stdout() {
 /// tool writes there would be lost). Never inlined: it keeps this module's object,
 /// and with it the initialisation entry above, in the linked executable.
 #[inline(never)]
-pub fn stdout_was_closed() -> bool {
+pub(crate) fn stdout_was_closed() -> bool {
     STDOUT_AT_START.load(Ordering::Relaxed) == CLOSED
 }

@@ -57,17 +57,17 @@ pub struct EncodeConfig {
 /// Totals of an encoding run, for `--stats`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EncodeStats {
-    pub records: u64,
+    records: u64,
     /// Ids written, boundary ids included.
-    pub tokens: u64,
-    pub bytes: u64,
+    tokens: u64,
+    bytes: u64,
     /// Unknown-word tokens (word models only).
-    pub unknown: Option<u64>,
+    unknown: Option<u64>,
 }
 
 impl EncodeStats {
     /// Adds the totals of a later part of the input.
-    pub fn add(&mut self, other: &EncodeStats) {
+    fn add(&mut self, other: &EncodeStats) {
         self.records += other.records;
         self.tokens += other.tokens;
         self.bytes += other.bytes;

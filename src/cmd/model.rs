@@ -63,7 +63,7 @@ fn load(spec: &str, options: &format::RankFileOptions) -> Result<Loaded> {
 }
 
 /// Writes the model in format `to`.
-pub fn convert(
+pub(crate) fn convert(
     loaded: &Loaded,
     to: ModelFormat,
     out: &mut dyn Write,
@@ -171,7 +171,7 @@ fn byte_order(model: &BpeModel) -> &'static str {
 
 /// One JSON object describing the model: where it came from, its format and kind, vocab
 /// size, tokens, merges, split, special tokens, byte order, sha256 and notes.
-pub fn info(name: &str, loaded: &Loaded, out: &mut dyn Write) -> Result<()> {
+pub(crate) fn info(name: &str, loaded: &Loaded, out: &mut dyn Write) -> Result<()> {
     let source = loaded.model.source();
     let sha256 = match source {
         ModelSource::File { sha256, .. } => json_string(sha256),

@@ -88,7 +88,7 @@ impl Default for TrainConfig {
 }
 
 /// The default BPE vocabulary size of `bpe-train`.
-pub const DEFAULT_VOCAB_SIZE: usize = 512;
+const DEFAULT_VOCAB_SIZE: usize = 512;
 
 /// What training reports while it runs.
 pub enum TrainEvent<'a> {
@@ -123,7 +123,7 @@ pub fn merge_log_line(merge: &Merge, index: usize, total: usize, token: &[u8]) -
 }
 
 /// Python's `repr(bytes)`: `b'ha'`, `b"it's"`, `b'\xe4\n'`.
-pub fn python_bytes_repr(bytes: &[u8]) -> String {
+fn python_bytes_repr(bytes: &[u8]) -> String {
     let quote = if bytes.contains(&b'\'') && !bytes.contains(&b'"') {
         b'"'
     } else {

@@ -45,7 +45,7 @@ impl DecodeBuf {
     }
 
     /// Forgets the bytes written (keeps the memory).
-    pub fn clear(&mut self) {
+    fn clear(&mut self) {
         self.used = 0;
     }
 
@@ -116,7 +116,7 @@ pub struct DecodeTable {
     /// tokens hold gigabytes (each merge may double one) decodes in kilobytes.
     merges: Vec<(u32, u32)>,
     /// Word models: drop the last joining space of a record.
-    pub(crate) joined: bool,
+    joined: bool,
 }
 
 /// The offset of a span whose token is written from its parts.

@@ -281,11 +281,6 @@ impl<'m> Encoder<'m> {
         })
     }
 
-    /// The model this encoder uses.
-    pub fn model(&self) -> &'m BpeModel {
-        self.model
-    }
-
     /// Encodes one record, appending its ids to `out`.
     pub fn encode(&self, text: &[u8], out: &mut Vec<u32>) {
         let mut scratch = self.take_scratch();
@@ -458,14 +453,14 @@ pub fn encode_batch(enc: &Encoder, records: &[&[u8]], threads: usize) -> Vec<Vec
 /// The ids of consecutive records, all in one vector: record `k` is
 /// `ids[ends[k - 1]..ends[k]]` (from 0 for the first).
 #[derive(Default)]
-pub struct IdBlock {
-    pub ids: Vec<u32>,
-    pub ends: Vec<usize>,
+struct IdBlock {
+    ids: Vec<u32>,
+    ends: Vec<usize>,
 }
 
 impl IdBlock {
     /// Each record's ids, in order.
-    pub fn records(&self) -> impl Iterator<Item = &[u32]> {
+    fn records(&self) -> impl Iterator<Item = &[u32]> {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
         starts.zip(&self.ends).map(|(s, &e)| &self.ids[s..e])
     }
@@ -474,7 +469,7 @@ impl IdBlock {
 /// Encodes `records` over `threads` threads into blocks of consecutive records, in
 /// order: one vector of ids per block rather than one per record (whose allocation and
 /// growth were a visible share of encoding short lines).
-pub fn encode_blocks(enc: &Encoder, records: &[&[u8]], threads: usize) -> Vec<IdBlock> {
+fn encode_blocks(enc: &Encoder, records: &[&[u8]], threads: usize) -> Vec<IdBlock> {
     let threads = threads.max(1).min(records.len().max(1));
     // Blocks handed out on demand keep both threads busy when record lengths vary.
     let block = if threads == 1 {

@@ -88,7 +88,7 @@ impl Encoder<'_> {
     /// Like [`encode_whole_parallel`](Self::encode_whole_parallel) but hands the ids to
     /// `sink` in order, a few megabytes of text at a time, so memory stays bounded
     /// whatever the size of `text`. Stops at the first error `sink` returns.
-    pub fn encode_whole_streaming<E>(
+    fn encode_whole_streaming<E>(
         &self,
         text: &[u8],
         threads: usize,

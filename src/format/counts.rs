@@ -43,7 +43,7 @@ use crate::input::{self, Source};
 use crate::pretokenize::{ChunkCounts, SplitSpec, Splitter};
 
 /// The counts-file format version this build reads and writes.
-pub const COUNTS_VERSION: u64 = 1;
+const COUNTS_VERSION: u64 = 1;
 
 /// What a counts file's header says: how the text was cut into chunks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub struct CountsHeader {
 
 impl CountsHeader {
     /// The header line, newline included.
-    pub fn line(&self) -> String {
+    fn line(&self) -> String {
         let mut line = format!(
             "{{\"kind\":\"counts\",\"version\":{COUNTS_VERSION},\"split\":{},\"pattern\":{}",
             json_string(&self.split.name),
@@ -118,7 +118,7 @@ fn parse_shard(text: &[u8]) -> Option<ShardKey> {
 }
 
 /// Appends `chunk` as a JSON string in the canonical form (module documentation).
-pub fn push_key(buf: &mut Vec<u8>, chunk: &[u8]) {
+fn push_key(buf: &mut Vec<u8>, chunk: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     buf.push(b'"');
     let mut rest = chunk;
@@ -158,7 +158,7 @@ pub fn push_key(buf: &mut Vec<u8>, chunk: &[u8]) {
 }
 
 /// `chunk` as its key text (for messages).
-pub fn key_text(chunk: &[u8]) -> String {
+fn key_text(chunk: &[u8]) -> String {
     let mut buf = Vec::new();
     push_key(&mut buf, chunk);
     String::from_utf8_lossy(&buf).into_owned()
@@ -438,22 +438,12 @@ impl CountsMerger {
     }
 
     /// The header read (the first one; all others agreed with it), if any.
-    pub fn header(&self) -> Option<&CountsHeader> {
+    pub(crate) fn header(&self) -> Option<&CountsHeader> {
         self.header.as_ref().map(|(h, _)| h)
     }
 
-    /// The number of distinct chunks.
-    pub fn len(&self) -> usize {
-        self.counts.len()
-    }
-
-    /// Whether no chunk was read.
-    pub fn is_empty(&self) -> bool {
-        self.counts.is_empty()
-    }
-
     /// Reads counts files (or standard input) line by line.
-    pub fn read_sources(&mut self, sources: &[Source], no_mmap: bool) -> Result<()> {
+    pub(crate) fn read_sources(&mut self, sources: &[Source], no_mmap: bool) -> Result<()> {
         let mut last_shard: (Vec<u8>, u32) = (Vec::new(), u32::MAX);
         input::for_each_line(sources, no_mmap, &mut |file, line_no, line| {
             self.read_line(line, file, line_no, &mut last_shard)
@@ -596,7 +586,12 @@ impl CountsMerger {
 
     /// Writes the merged counts: the header, then the chunks in `order` (from
     /// [`CountsMerger::ordered`]), each with its smallest first position.
-    pub fn write(&self, w: &mut dyn Write, header: &CountsHeader, order: &[u32]) -> io::Result<()> {
+    pub(crate) fn write(
+        &self,
+        w: &mut dyn Write,
+        header: &CountsHeader,
+        order: &[u32],
+    ) -> io::Result<()> {
         w.write_all(header.line().as_bytes())?;
         let shard_texts: Vec<Vec<u8>> = self
             .shards

@@ -151,7 +151,7 @@ fn type_of<'n>(node: &'n Node) -> Option<&'n str> {
 /// Whether `data` looks like a `tokenizer.json`: a JSON object whose first key is one of
 /// the top-level keys `tokenizers` writes (or `"version"` with a string value; the
 /// suite's model files start with `"kind"`, or `"version"` with a number).
-pub fn looks_like(data: &[u8]) -> bool {
+pub(crate) fn looks_like(data: &[u8]) -> bool {
     let data = data.strip_prefix(super::json::BOM).unwrap_or(data);
     let i = super::json::skip_ws(data, 0);
     if data.get(i) != Some(&b'{') {
@@ -183,7 +183,11 @@ pub fn looks_like(data: &[u8]) -> bool {
 
 /// A `tokenizer.json` read as a model, with notes on what HF does that the ids alone do
 /// not show (a post-processor adding tokens, a custom pattern applied as `findall`).
-pub fn read(bytes: &[u8], source: ModelSource, file: &str) -> Result<(BpeModel, Vec<String>)> {
+pub(crate) fn read(
+    bytes: &[u8],
+    source: ModelSource,
+    file: &str,
+) -> Result<(BpeModel, Vec<String>)> {
     let place = Place { file, bytes };
     let root =
         parse_tree(bytes).map_err(|e| place.at(e.at, format!("malformed JSON: {}", e.message)))?;
@@ -866,7 +870,7 @@ fn push_byte_level(out: &mut Vec<u8>, first: &str, second: Option<&str>) {
 /// cannot be listed (a rank table without a merge form), two ids with the same bytes (a
 /// vocab maps each string to one id), a special token whose text is an ordinary token's
 /// byte-level string (HF would give it that token's id).
-pub fn write(model: &BpeModel, w: &mut dyn Write) -> Result<()> {
+pub(crate) fn write(model: &BpeModel, w: &mut dyn Write) -> Result<()> {
     let merges = merge_list(model).map_err(Error::data)?;
     // A rank table's tokens are distinct by construction (its reader refuses repeats).
     if !is_rank_table(model) {

@@ -3,21 +3,10 @@
 //! Parsing is hand-written for the array form (the hot path of `bpe-decode` and `attn`);
 //! headers go through serde_json.
 
-use std::io::{self, Write};
-
 use serde_json::{Map, Value};
 
 use super::json::{json_string, scan_digits, skip_ws, BOM, BOM_MESSAGE};
 use crate::identity::ModelSource;
-
-/// One line of an id stream.
-#[derive(Debug, PartialEq)]
-pub enum IdLine {
-    /// A header object: the records that follow use the model it names.
-    Header(Map<String, Value>),
-    /// A record: token ids.
-    Ids(Vec<u32>),
-}
 
 /// Parses a JSON array of non-negative integers that fit in u32 into `out` (cleared
 /// first). Errors are short lowercase phrases for `WHERE: WHAT` messages, quoting what
@@ -29,7 +18,7 @@ pub fn parse_ids_into(line: &[u8], out: &mut Vec<u32>) -> std::result::Result<()
 
 /// Where a record read in pieces stands between two of them ([`parse_ids_piece`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PieceState {
+pub(crate) enum PieceState {
     /// At the start of the line.
     #[default]
     Start,
@@ -50,7 +39,7 @@ pub enum PieceState {
 /// ends the line. Pieces must be cut where [`piece_end`] says. Read piece by piece from
 /// [`PieceState::Start`], a line gives the ids and the error message that
 /// [`parse_ids_into`] gives for the whole line.
-pub fn parse_ids_piece(
+pub(crate) fn parse_ids_piece(
     text: &[u8],
     mut state: PieceState,
     last: bool,
@@ -219,7 +208,7 @@ fn snippet(rest: &[u8]) -> String {
 }
 
 /// Parses a header line (a JSON object).
-pub fn parse_header(line: &[u8]) -> std::result::Result<Map<String, Value>, String> {
+pub(crate) fn parse_header(line: &[u8]) -> std::result::Result<Map<String, Value>, String> {
     match serde_json::from_slice::<Value>(line) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err("expected a header object".to_string()),
@@ -227,18 +216,8 @@ pub fn parse_header(line: &[u8]) -> std::result::Result<Map<String, Value>, Stri
     }
 }
 
-/// Classifies and parses one line of an id stream.
-pub fn parse_id_line(line: &[u8]) -> std::result::Result<IdLine, String> {
-    if is_header(line) {
-        return parse_header(line).map(IdLine::Header);
-    }
-    let mut ids = Vec::new();
-    parse_ids_into(line, &mut ids)?;
-    Ok(IdLine::Ids(ids))
-}
-
 /// True when the line is a header object rather than a record.
-pub fn is_header(line: &[u8]) -> bool {
+pub(crate) fn is_header(line: &[u8]) -> bool {
     line.get(skip_ws(line, 0)) == Some(&b'{')
 }
 
@@ -255,7 +234,7 @@ pub fn push_ids(buf: &mut Vec<u8>, ids: &[u32]) {
 }
 
 /// Appends the decimal digits of `value`.
-pub fn push_u32(buf: &mut Vec<u8>, mut value: u32) {
+pub(crate) fn push_u32(buf: &mut Vec<u8>, mut value: u32) {
     let mut digits = [0u8; 10];
     let mut n = digits.len();
     loop {
@@ -269,16 +248,8 @@ pub fn push_u32(buf: &mut Vec<u8>, mut value: u32) {
     buf.extend_from_slice(&digits[n..]);
 }
 
-/// Writes `ids` as one NDJSON record line.
-pub fn write_ids(w: &mut dyn Write, ids: &[u32]) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(ids.len() * 6 + 3);
-    push_ids(&mut buf, ids);
-    buf.push(b'\n');
-    w.write_all(&buf)
-}
-
 /// The header line of an id stream for `model` (without newline).
-pub fn stream_header(source: &ModelSource) -> String {
+pub(crate) fn stream_header(source: &ModelSource) -> String {
     match source {
         ModelSource::Builtin(name) => format!("{{\"model\":{}}}", json_string(name)),
         ModelSource::File { name, sha256 } => format!(
@@ -291,14 +262,14 @@ pub fn stream_header(source: &ModelSource) -> String {
 
 /// What an id-stream header names: a model name and, for files, its content hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StreamModel {
-    pub name: String,
-    pub sha256: Option<String>,
+pub(crate) struct StreamModel {
+    pub(crate) name: String,
+    pub(crate) sha256: Option<String>,
 }
 
 impl StreamModel {
     /// `"m.json" (sha256 0123456789ab)`, or `"o200k_base"`: the model, for messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match &self.sha256 {
             Some(hash) => {
                 let short: String = hash.chars().take(12).collect();
@@ -310,7 +281,7 @@ impl StreamModel {
 }
 
 /// Reads an id-stream header object.
-pub fn parse_stream_header(
+pub(crate) fn parse_stream_header(
     header: &Map<String, Value>,
 ) -> std::result::Result<StreamModel, String> {
     let name = header
@@ -328,7 +299,7 @@ pub fn parse_stream_header(
 
 /// True when `source` is the model a stream header names (same built-in, or same file
 /// content).
-pub fn same_model(source: &ModelSource, named: &StreamModel) -> bool {
+pub(crate) fn same_model(source: &ModelSource, named: &StreamModel) -> bool {
     match (source, &named.sha256) {
         (ModelSource::Builtin(name), None) => *name == named.name,
         (ModelSource::File { sha256, .. }, Some(hash)) => sha256 == hash,
@@ -339,6 +310,25 @@ pub fn same_model(source: &ModelSource, named: &StreamModel) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One line of an id stream.
+    #[derive(Debug, PartialEq)]
+    enum IdLine {
+        /// A header object: the records that follow use the model it names.
+        Header(Map<String, Value>),
+        /// A record: token ids.
+        Ids(Vec<u32>),
+    }
+
+    /// Classifies and parses one line of an id stream.
+    fn parse_id_line(line: &[u8]) -> std::result::Result<IdLine, String> {
+        if is_header(line) {
+            return parse_header(line).map(IdLine::Header);
+        }
+        let mut ids = Vec::new();
+        parse_ids_into(line, &mut ids)?;
+        Ok(IdLine::Ids(ids))
+    }
 
     fn ids(text: &str) -> std::result::Result<Vec<u32>, String> {
         let mut out = Vec::new();

@@ -69,7 +69,7 @@ pub(crate) const BOM_MESSAGE: &str =
 #[derive(Debug)]
 pub(crate) struct Node<'a> {
     pub(crate) at: usize,
-    pub(crate) value: Json<'a>,
+    value: Json<'a>,
 }
 
 /// One member of a JSON object: the key (with the offset of its opening quote) and the
@@ -83,7 +83,7 @@ pub(crate) struct Member<'a> {
 
 /// The value of a [`Node`].
 #[derive(Debug)]
-pub(crate) enum Json<'a> {
+enum Json<'a> {
     Null,
     Bool(bool),
     /// The number's text, as written (checked against JSON's grammar).

@@ -35,7 +35,7 @@ use crate::input::{self, Source};
 
 /// What kind of line yields no document: the classes `--skip-invalid` counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Problem {
+enum Problem {
     /// An empty line, or one of whitespace only.
     Blank,
     /// Not valid UTF-8, not one JSON value, or not an object.
@@ -50,7 +50,7 @@ pub enum Problem {
 
 impl Problem {
     /// Every problem, in the order summaries list them.
-    pub const ALL: [Problem; 5] = [
+    const ALL: [Problem; 5] = [
         Problem::Blank,
         Problem::Malformed,
         Problem::Missing,
@@ -59,7 +59,7 @@ impl Problem {
     ];
 
     /// A short description for counts: `3 without "text"`.
-    pub fn label(self, field: &str) -> String {
+    fn label(self, field: &str) -> String {
         let field = json_string(field);
         match self {
             Problem::Blank => "blank".to_string(),
@@ -78,8 +78,8 @@ impl Problem {
 /// Why a line gave no document, and the message for `FILE:LINE: MESSAGE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineError {
-    pub problem: Problem,
-    pub message: String,
+    problem: Problem,
+    pub(crate) message: String,
 }
 
 impl fmt::Display for LineError {
@@ -357,7 +357,7 @@ impl<'de> Visitor<'de> for ValueSeed {
 /// Calls `each` with the document of every line of the JSONL `sources`, in order (see
 /// [`document`]). A line without one is an error at `FILE:LINE`, or, with `skip_invalid`,
 /// counted in the result and left out. Memory stays bounded by the longest line.
-pub fn for_each_document(
+pub(crate) fn for_each_document(
     sources: &[Source],
     no_mmap: bool,
     field: &str,
@@ -386,12 +386,12 @@ pub struct Skipped {
     pub lines: u64,
     by_problem: [u64; 5],
     /// `FILE:LINE: MESSAGE` of the first line skipped.
-    pub first: Option<String>,
+    first: Option<String>,
 }
 
 impl Skipped {
     /// Counts one skipped line, at `file:line`.
-    pub fn add(&mut self, error: &LineError, file: &str, line: u64) {
+    pub(crate) fn add(&mut self, error: &LineError, file: &str, line: u64) {
         self.lines += 1;
         self.by_problem[error.problem.index()] += 1;
         if self.first.is_none() {
@@ -399,19 +399,8 @@ impl Skipped {
         }
     }
 
-    /// Adds the counts of a later part of the input.
-    pub fn merge(&mut self, other: &Skipped) {
-        self.lines += other.lines;
-        for (n, more) in self.by_problem.iter_mut().zip(other.by_problem) {
-            *n += more;
-        }
-        if self.first.is_none() {
-            self.first.clone_from(&other.first);
-        }
-    }
-
     /// How many lines were skipped for `problem`.
-    pub fn count(&self, problem: Problem) -> u64 {
+    fn count(&self, problem: Problem) -> u64 {
         self.by_problem[problem.index()]
     }
 
@@ -441,6 +430,19 @@ impl Skipped {
 mod tests {
     use super::*;
     use crate::test_rng::below_usize;
+
+    impl Skipped {
+        /// Adds the counts of a later part of the input.
+        fn merge(&mut self, other: &Skipped) {
+            self.lines += other.lines;
+            for (n, more) in self.by_problem.iter_mut().zip(other.by_problem) {
+                *n += more;
+            }
+            if self.first.is_none() {
+                self.first.clone_from(&other.first);
+            }
+        }
+    }
 
     type Rng = dyn FnMut(usize) -> usize;
 

@@ -31,7 +31,7 @@ use crate::word::is_python_whitespace;
 const MAGIC: &str = "minbpe v1";
 
 /// Whether `data` starts with minbpe's first line.
-pub fn looks_like(data: &[u8]) -> bool {
+pub(crate) fn looks_like(data: &[u8]) -> bool {
     let first = data.split(|&b| b == b'\n').next().unwrap_or_default();
     std::str::from_utf8(first).is_ok_and(|line| python_strip(line) == MAGIC)
 }
@@ -42,7 +42,11 @@ fn python_strip(text: &str) -> &str {
 }
 
 /// A `.model` file read as a model, with notes (a custom pattern's `findall`).
-pub fn read(bytes: &[u8], source: ModelSource, file: &str) -> Result<(BpeModel, Vec<String>)> {
+pub(crate) fn read(
+    bytes: &[u8],
+    source: ModelSource,
+    file: &str,
+) -> Result<(BpeModel, Vec<String>)> {
     let at = |line: usize, message: String| Error::data(message).at_line(file, line as u64);
     let text = match std::str::from_utf8(bytes) {
         Ok(text) => text,
@@ -204,7 +208,7 @@ fn parse_id(field: &str) -> Option<u32> {
 }
 
 /// Writes `model` as a minbpe `.model` file, or says why minbpe cannot hold it.
-pub fn write(model: &BpeModel, w: &mut dyn Write) -> Result<()> {
+pub(crate) fn write(model: &BpeModel, w: &mut dyn Write) -> Result<()> {
     if model.base_id_of_byte != crate::model::identity_bytes() {
         return Err(Error::data(
             "minbpe cannot hold this model: its base ids are the bytes in a permuted order (as \

@@ -50,7 +50,7 @@ pub enum ModelFormat {
 
 impl ModelFormat {
     /// The name `bpe-model` uses for the format.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ModelFormat::Builtin => "builtin",
             ModelFormat::Ndjson => "ndjson",
@@ -67,7 +67,7 @@ impl ModelFormat {
 pub struct Loaded {
     pub model: Model,
     pub format: ModelFormat,
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 /// What a rank file needs beside it: the split pattern and the special tokens (tiktoken's
@@ -80,13 +80,13 @@ pub struct RankFileOptions {
 }
 
 /// The flag that lets `-m` name a pipe (see [`input::WholeFile::pipes`]).
-pub const MODEL_PIPE_FLAG: &str = "--model-pipe";
+const MODEL_PIPE_FLAG: &str = "--model-pipe";
 
 /// How `-m MODEL` may be read.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LoadOptions {
     /// `--model-pipe`: a pipe (`-m <(zcat m.json.gz)`) is read, up to the size limit.
-    pub pipes: bool,
+    pipes: bool,
 }
 
 impl From<crate::cli::ModelPipeArg> for LoadOptions {
@@ -125,7 +125,11 @@ pub fn open(spec: &str, options: &RankFileOptions) -> Result<Loaded> {
 }
 
 /// [`open`], with a pipe accepted when `load` says so.
-pub fn open_with(spec: &str, options: &RankFileOptions, load: LoadOptions) -> Result<Loaded> {
+pub(crate) fn open_with(
+    spec: &str,
+    options: &RankFileOptions,
+    load: LoadOptions,
+) -> Result<Loaded> {
     let rules = input::WholeFile {
         what: "model file",
         limit: input::MODEL_FILE_LIMIT,
@@ -141,7 +145,7 @@ pub fn open_with(spec: &str, options: &RankFileOptions, load: LoadOptions) -> Re
 /// it in small blocks before it is read whole. A header is data: it must not make a
 /// tool read a device, wait on a FIFO, or hold a file that is not the model. Each error
 /// says what the header names and what is wrong.
-pub fn load_named(named: &ids::StreamModel) -> Result<Model> {
+pub(crate) fn load_named(named: &ids::StreamModel) -> Result<Model> {
     let described = named.describe();
     let cannot = |e: Error| {
         Error::data(format!(
@@ -226,7 +230,7 @@ fn open_file(spec: &str, options: &RankFileOptions, rules: &input::WholeFile) ->
 
 /// Which format `data` is in, by its content; by the file name's extension when the
 /// content says nothing (an empty or damaged file, whose parser then names the problem).
-pub fn detect(data: &[u8], name: &str) -> ModelFormat {
+pub(crate) fn detect(data: &[u8], name: &str) -> ModelFormat {
     if hf::looks_like(data) {
         ModelFormat::Hf
     } else if minbpe::looks_like(data) {

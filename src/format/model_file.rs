@@ -20,7 +20,7 @@ use crate::model::{self, BpeModel, Model, ModelSource, PairIds, PairTable, Speci
 use crate::pretokenize::SplitSpec;
 
 /// The model-file format version this build reads and writes.
-pub const FORMAT_VERSION: u64 = 1;
+const FORMAT_VERSION: u64 = 1;
 
 fn header_error(file: &str, message: impl Into<String>) -> Error {
     Error::data(message).at_line(file, 1)
@@ -419,7 +419,7 @@ fn parse_specials(value: Option<&Value>, file: &str) -> Result<Vec<SpecialToken>
 }
 
 /// Writes a BPE model file: header, then one line per merge with display fields.
-pub fn write_bpe(
+pub(crate) fn write_bpe(
     w: &mut dyn Write,
     split: Option<&SplitSpec>,
     specials: &[SpecialToken],
@@ -439,7 +439,7 @@ pub fn write_bpe(
 /// Writes any BPE model as a model file (a rank table by its recovered merges, see
 /// [`model::merge_list`]), with `base_bytes` when its byte order is not the identity and
 /// without counts, which only training knows.
-pub fn write_model(w: &mut dyn Write, model: &BpeModel) -> Result<()> {
+pub(crate) fn write_model(w: &mut dyn Write, model: &BpeModel) -> Result<()> {
     let merges = model::merge_list::merge_list(model).map_err(Error::data)?;
     write_lines(
         w,

@@ -94,7 +94,7 @@ pub fn load_rank_file(
 /// holds neither the split pattern nor the special tokens: they go to
 /// `tiktoken.Encoding(pat_str=..., special_tokens=...)`, and to `--split` when the suite
 /// reads the file back.
-pub fn write_rank_file(model: &BpeModel, w: &mut dyn std::io::Write) -> Result<()> {
+pub(crate) fn write_rank_file(model: &BpeModel, w: &mut dyn std::io::Write) -> Result<()> {
     let ranks = merge_list::ids_by_bytes(model)
         .map_err(|e| Error::data(format!("{e}, which a rank file cannot hold")))?;
     if !model.merges.is_empty() {
@@ -115,7 +115,7 @@ pub fn write_rank_file(model: &BpeModel, w: &mut dyn std::io::Write) -> Result<(
 }
 
 /// Standard base64 with `=` padding, as tiktoken writes it, onto `out`.
-pub(crate) fn encode_base64(bytes: &[u8], out: &mut Vec<u8>) {
+fn encode_base64(bytes: &[u8], out: &mut Vec<u8>) {
     const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     for chunk in bytes.chunks(3) {
         let mut acc = [0u8; 3];
@@ -133,7 +133,7 @@ pub(crate) fn encode_base64(bytes: &[u8], out: &mut Vec<u8>) {
 
 /// Whether `data` looks like a rank file: its first non-blank line is a base64 token, a
 /// space and a number.
-pub fn looks_like(data: &[u8]) -> bool {
+pub(crate) fn looks_like(data: &[u8]) -> bool {
     let Some(line) = data
         .split(|&b| b == b'\n')
         .map(|l| l.strip_suffix(b"\r").unwrap_or(l))

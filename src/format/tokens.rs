@@ -34,26 +34,26 @@ use crate::input::{self, Data, Source};
 use crate::model::Model;
 
 /// llm.c's magic number of a uint16 token file (`data_common.py`, `dataloader.h`).
-pub const LLMC_MAGIC: u32 = 20240520;
+const LLMC_MAGIC: u32 = 20240520;
 /// llm.c's version word for [`LLMC_MAGIC`].
-pub const LLMC_VERSION: u32 = 1;
+const LLMC_VERSION: u32 = 1;
 /// The magic of llm.c's uint32 ("llama-3") variant, version 7: read, never written (the
 /// C loader and modded-nanogpt reject it).
-pub const LLMC_MAGIC_U32: u32 = 20240801;
+const LLMC_MAGIC_U32: u32 = 20240801;
 /// The uint32 variant's version word.
-pub const LLMC_VERSION_U32: u32 = 7;
+const LLMC_VERSION_U32: u32 = 7;
 /// The bytes of an llm.c header: 256 int32 words.
-pub const LLMC_HEADER_BYTES: usize = 1024;
+const LLMC_HEADER_BYTES: usize = 1024;
 /// The most tokens an llm.c file holds: its header counts them in an int32.
-pub const LLMC_MAX_TOKENS: u64 = i32::MAX as u64;
+const LLMC_MAX_TOKENS: u64 = i32::MAX as u64;
 /// The first bytes of a Megatron `.idx` file.
-pub const MEGATRON_MAGIC: &[u8; 9] = b"MMIDIDX\x00\x00";
+const MEGATRON_MAGIC: &[u8; 9] = b"MMIDIDX\x00\x00";
 /// The `.idx` version Megatron writes and reads.
-pub const MEGATRON_VERSION: u64 = 1;
+const MEGATRON_VERSION: u64 = 1;
 /// The bytes of the `.idx` header: magic, version, dtype code, two counts.
-pub const MEGATRON_HEADER_BYTES: usize = 34;
+const MEGATRON_HEADER_BYTES: usize = 34;
 /// Megatron's `DType.optimal_dtype`: uint16 for vocabularies below this size, else int32.
-pub const MEGATRON_U16_BELOW: usize = 65500;
+const MEGATRON_U16_BELOW: usize = 65500;
 
 /// The formats `--format` names: the id stream (NDJSON) and the token files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +82,7 @@ impl Format {
     }
 
     /// The format's name.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Format::Ndjson => "ndjson",
             Format::U16 => "u16",
@@ -96,7 +96,7 @@ impl Format {
 /// The element type of a token file, named as numpy names it. Megatron's index can name
 /// all but `U32`; ids are read from any integer type whose values are ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dtype {
+pub(crate) enum Dtype {
     U8,
     I8,
     I16,
@@ -110,7 +110,7 @@ pub enum Dtype {
 
 impl Dtype {
     /// Bytes per element.
-    pub fn size(self) -> usize {
+    fn size(self) -> usize {
         match self {
             Dtype::U8 | Dtype::I8 => 1,
             Dtype::I16 | Dtype::U16 => 2,
@@ -120,7 +120,7 @@ impl Dtype {
     }
 
     /// numpy's name for it.
-    pub fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
             Dtype::U8 => "uint8",
             Dtype::I8 => "int8",
@@ -135,7 +135,7 @@ impl Dtype {
     }
 
     /// Its code in a Megatron index (`indexed_dataset.DType`).
-    pub fn megatron_code(self) -> Option<u8> {
+    fn megatron_code(self) -> Option<u8> {
         Some(match self {
             Dtype::U8 => 1,
             Dtype::I8 => 2,
@@ -150,7 +150,7 @@ impl Dtype {
     }
 
     /// The type of a Megatron dtype code.
-    pub fn from_megatron_code(code: u8) -> Option<Dtype> {
+    fn from_megatron_code(code: u8) -> Option<Dtype> {
         Some(match code {
             1 => Dtype::U8,
             2 => Dtype::I8,
@@ -165,7 +165,7 @@ impl Dtype {
     }
 
     /// The largest id it holds.
-    pub fn max_id(self) -> u64 {
+    fn max_id(self) -> u64 {
         match self {
             Dtype::U8 => u8::MAX.into(),
             Dtype::I8 => i8::MAX as u64,
@@ -238,13 +238,8 @@ impl Dtype {
     }
 }
 
-/// The largest id `model` has, special tokens included.
-pub fn largest_id(model: &Model) -> u32 {
-    model.vocab_size().saturating_sub(1) as u32
-}
-
 /// How a model is named in messages: its built-in name or the file name given.
-pub fn model_name(model: &Model) -> String {
+pub(crate) fn model_name(model: &Model) -> String {
     match model.source() {
         crate::identity::ModelSource::Builtin(name) => (*name).to_string(),
         crate::identity::ModelSource::File { name, .. } => name.clone(),
@@ -254,7 +249,7 @@ pub fn model_name(model: &Model) -> String {
 /// The id `--eot`/`--bos` (`flag`) names: a decimal id, a special token's text, or the
 /// text of one ordinary token (a word of a word model). Anything else is a usage error
 /// that lists the model's special tokens.
-pub fn resolve_token(model: &Model, flag: &str, spec: &str) -> Result<u32> {
+pub(crate) fn resolve_token(model: &Model, flag: &str, spec: &str) -> Result<u32> {
     let size = model.vocab_size();
     let known = |id: u32| match model {
         Model::Bpe(bpe) => bpe.token(id).is_some(),
@@ -305,7 +300,7 @@ pub fn resolve_token(model: &Model, flag: &str, spec: &str) -> Result<u32> {
 
 /// The element type `format` is written in for a model of `vocab_size` ids (largest
 /// `vocab_size - 1`); a usage error, naming the largest id, when the ids do not fit.
-pub fn write_dtype(format: Format, vocab_size: usize, model: &str) -> Result<Dtype> {
+pub(crate) fn write_dtype(format: Format, vocab_size: usize, model: &str) -> Result<Dtype> {
     let largest = vocab_size.saturating_sub(1);
     let dtype = match format {
         Format::U16 | Format::Llmc => Dtype::U16,
@@ -330,7 +325,7 @@ pub fn write_dtype(format: Format, vocab_size: usize, model: &str) -> Result<Dty
 
 /// A token file being written: ids arrive in order, documents end, and closing commits
 /// every file (or discards what cannot be kept).
-pub trait TokenSink {
+pub(crate) trait TokenSink {
     /// Appends ids to the current document.
     fn extend(&mut self, ids: &[u32]) -> Result<()>;
     /// Ends the current document (Megatron: one sequence, or none if it has no ids).
@@ -347,16 +342,16 @@ pub trait TokenSink {
 /// Where a token file goes: `format`, the `-o` path (a FILE, or a PREFIX for Megatron
 /// and llm.c shards; `None` for standard output), llm.c's shard size.
 #[derive(Debug, Clone)]
-pub struct SinkSpec<'a> {
-    pub format: Format,
-    pub dtype: Dtype,
-    pub output: Option<&'a Path>,
-    pub shard_tokens: Option<u64>,
+pub(crate) struct SinkSpec<'a> {
+    pub(crate) format: Format,
+    pub(crate) dtype: Dtype,
+    pub(crate) output: Option<&'a Path>,
+    pub(crate) shard_tokens: Option<u64>,
 }
 
 /// Opens the files of `spec` (every file that will exist even for an empty input is
 /// created now, so a run that cannot create its output fails before reading).
-pub fn create_sink(spec: &SinkSpec) -> Result<Box<dyn TokenSink>> {
+pub(crate) fn create_sink(spec: &SinkSpec) -> Result<Box<dyn TokenSink>> {
     match spec.format {
         Format::U16 | Format::U32 => Ok(Box::new(RawSink {
             out: Output::create(spec.output)?,
@@ -375,7 +370,7 @@ pub fn create_sink(spec: &SinkSpec) -> Result<Box<dyn TokenSink>> {
 }
 
 /// `PREFIX` of `-o PREFIX` for Megatron: the path given, less a `.bin` or `.idx` ending.
-pub fn megatron_prefix(path: &Path) -> PathBuf {
+fn megatron_prefix(path: &Path) -> PathBuf {
     let text = path.as_os_str().to_string_lossy();
     for ending in [".bin", ".idx"] {
         if let Some(stem) = text.strip_suffix(ending) {
@@ -388,14 +383,14 @@ pub fn megatron_prefix(path: &Path) -> PathBuf {
 }
 
 /// `PREFIX.bin` / `PREFIX.idx`.
-pub fn with_ending(prefix: &Path, ending: &str) -> PathBuf {
+fn with_ending(prefix: &Path, ending: &str) -> PathBuf {
     let mut name = prefix.as_os_str().to_os_string();
     name.push(ending);
     PathBuf::from(name)
 }
 
 /// The name of llm.c shard `index` of `PREFIX`: `PREFIX_000003.bin`.
-pub fn shard_path(prefix: &Path, index: usize) -> PathBuf {
+fn shard_path(prefix: &Path, index: usize) -> PathBuf {
     with_ending(prefix, &format!("_{index:06}.bin"))
 }
 
@@ -769,7 +764,7 @@ impl TokenSink for MegatronSink {
 
 /// What an input is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// An id stream (NDJSON): not a token file.
     Ndjson,
     /// Raw little-endian ids.
@@ -782,7 +777,7 @@ pub enum Kind {
 
 impl Kind {
     /// The format's name.
-    pub fn format(&self) -> Format {
+    pub(crate) fn format(&self) -> Format {
         match self {
             Kind::Ndjson => Format::Ndjson,
             Kind::Raw(Dtype::U16) => Format::U16,
@@ -795,16 +790,16 @@ impl Kind {
 
 /// An input with its kind.
 #[derive(Debug, Clone)]
-pub struct Input {
-    pub source: Source,
-    pub kind: Kind,
+pub(crate) struct Input {
+    pub(crate) source: Source,
+    pub(crate) kind: Kind,
 }
 
 /// What `source` holds: `forced` (`--format`), else what its first bytes say — an llm.c
 /// magic, a Megatron index (the file itself, `PREFIX.bin` beside its index, or a PREFIX
 /// that names no file but has `PREFIX.idx`) — else an id stream. Raw files have no magic:
 /// they need `--format u16|u32`.
-pub fn detect(source: &Source, forced: Option<Format>) -> Result<Kind> {
+pub(crate) fn detect(source: &Source, forced: Option<Format>) -> Result<Kind> {
     let Some(path) = source.path() else {
         return Ok(match forced {
             Some(Format::Megatron) => {
@@ -901,7 +896,7 @@ fn read_up_to(reader: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
 
 /// Where records end in a token stream (`--eot`, `--bos` of `bpe-decode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Boundary {
+pub(crate) enum Boundary {
     /// Raw and llm.c files are one record; each Megatron document is one.
     None,
     /// Each record ends with this id, which is not part of it (nanoGPT, Megatron's
@@ -914,14 +909,14 @@ pub enum Boundary {
 
 /// A part of a record read from token files, in order.
 #[derive(Debug)]
-pub struct Piece<'a> {
+pub(crate) struct Piece<'a> {
     /// The file the ids come from.
-    pub file: &'a str,
+    pub(crate) file: &'a str,
     /// The position of the first id among that file's tokens.
-    pub offset: u64,
-    pub ids: &'a [u32],
+    pub(crate) offset: u64,
+    pub(crate) ids: &'a [u32],
     /// The record ends after these ids.
-    pub end: bool,
+    pub(crate) end: bool,
 }
 
 /// Ids per block read (a quarter of a megabyte of u32).
@@ -931,7 +926,7 @@ const BLOCK_IDS: usize = 1 << 16;
 /// (memory stays bounded whatever the record's length). Consecutive raw and llm.c files
 /// make one stream, as if concatenated (shards of one dataset): records cross file ends.
 /// Each Megatron document is one record, less a leading `Bos` or trailing `Eot` id.
-pub fn read_pieces(
+pub(crate) fn read_pieces(
     inputs: &[Input],
     boundary: Boundary,
     no_mmap: bool,
@@ -979,10 +974,10 @@ pub fn read_pieces(
 
 /// A callback for [`read_records`]: the file a record ends in, its number from 1, and
 /// its ids.
-pub type RecordHandler<'a> = dyn FnMut(&str, u64, &[u32]) -> Result<()> + 'a;
+type RecordHandler<'a> = dyn FnMut(&str, u64, &[u32]) -> Result<()> + 'a;
 
 /// Reads whole records (for tools that need a record at once, such as `attn`).
-pub fn read_records(
+pub(crate) fn read_records(
     inputs: &[Input],
     boundary: Boundary,
     no_mmap: bool,
@@ -1215,24 +1210,24 @@ fn parse_llmc_header(bytes: &[u8]) -> Result<(Dtype, u64)> {
 }
 
 /// A Megatron dataset open for reading: its index (mapped) checked against the sizes.
-pub struct Megatron {
-    pub prefix: PathBuf,
+struct Megatron {
+    prefix: PathBuf,
     idx_name: String,
     bin_name: String,
     index: Data,
-    pub dtype: Dtype,
-    pub sequences: u64,
+    dtype: Dtype,
+    sequences: u64,
     /// Documents (the index's entries less one).
-    pub documents: u64,
+    documents: u64,
     bin: BufReader<File>,
-    pub bin_len: u64,
+    bin_len: u64,
 }
 
 impl Megatron {
     /// Opens `PREFIX.idx` and `PREFIX.bin` and checks the index: magic, version, dtype,
     /// its size from the counts, document index from 0 to the sequence count and never
     /// decreasing, every sequence inside `.bin`.
-    pub fn open(prefix: &Path, no_mmap: bool) -> Result<Megatron> {
+    fn open(prefix: &Path, no_mmap: bool) -> Result<Megatron> {
         let idx_path = with_ending(prefix, ".idx");
         let bin_path = with_ending(prefix, ".bin");
         let idx_name = idx_path.display().to_string();
@@ -1299,19 +1294,19 @@ impl Megatron {
     }
 
     /// Sequence `k`'s length in elements.
-    pub fn length(&self, k: u64) -> u64 {
+    fn length(&self, k: u64) -> u64 {
         let at = self.lengths_at() + 4 * k as usize;
         i32::from_le_bytes(self.index[at..at + 4].try_into().expect("4 bytes")) as u64
     }
 
     /// Sequence `k`'s byte offset in `.bin`.
-    pub fn pointer(&self, k: u64) -> u64 {
+    fn pointer(&self, k: u64) -> u64 {
         let at = self.pointers_at() + 8 * k as usize;
         i64::from_le_bytes(self.index[at..at + 8].try_into().expect("8 bytes")) as u64
     }
 
     /// Document index entry `k` (0 ..= documents): the sequences before document `k`.
-    pub fn document_entry(&self, k: u64) -> u64 {
+    fn document_entry(&self, k: u64) -> u64 {
         let at = self.documents_at() + 8 * k as usize;
         i64::from_le_bytes(self.index[at..at + 8].try_into().expect("8 bytes")) as u64
     }
@@ -1366,7 +1361,7 @@ impl Megatron {
     }
 
     /// The tokens of all sequences.
-    pub fn tokens(&self) -> u64 {
+    fn tokens(&self) -> u64 {
         (0..self.sequences).map(|k| self.length(k)).sum()
     }
 
@@ -1401,7 +1396,7 @@ impl Megatron {
 
     /// Reads every document, in order, as pieces (each document a record, less a
     /// leading `Bos` or trailing `Eot` id). `each` also gets the document's number.
-    pub fn read_documents(
+    fn read_documents(
         mut self,
         boundary: Boundary,
         each: &mut dyn FnMut(u64, Piece) -> Result<()>,
@@ -1476,25 +1471,25 @@ impl Megatron {
 
 /// What `bpe-tokens info` says of one input.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Summary {
-    pub file: String,
-    pub format: Format,
-    pub dtype: Dtype,
-    pub tokens: u64,
+pub(crate) struct Summary {
+    file: String,
+    format: Format,
+    dtype: Dtype,
+    tokens: u64,
     /// Megatron: its documents; raw and llm.c: the records `boundary` cuts (if given).
-    pub documents: Option<u64>,
+    documents: Option<u64>,
     /// Megatron only.
-    pub sequences: Option<u64>,
+    sequences: Option<u64>,
     /// Megatron: documents with no sequence or no tokens; with a boundary: records with
     /// no ids.
-    pub empty_documents: Option<u64>,
+    empty_documents: Option<u64>,
     /// The largest id (`None` with no tokens).
-    pub max_id: Option<u32>,
+    max_id: Option<u32>,
 }
 
 impl Summary {
     /// One JSON object line, keys in a fixed order (`null` for what does not apply).
-    pub fn json_line(&self) -> String {
+    pub(crate) fn json_line(&self) -> String {
         let opt = |v: Option<u64>| v.map_or("null".to_string(), |v| v.to_string());
         format!(
             "{{\"file\":{},\"format\":\"{}\",\"dtype\":\"{}\",\"tokens\":{},\"documents\":{},\"sequences\":{},\"empty_documents\":{},\"max_id\":{}}}",
@@ -1511,7 +1506,7 @@ impl Summary {
 }
 
 /// Reads one token file through and summarises it.
-pub fn summarize(input: &Input, boundary: Boundary, no_mmap: bool) -> Result<Summary> {
+pub(crate) fn summarize(input: &Input, boundary: Boundary, no_mmap: bool) -> Result<Summary> {
     let mut tokens = 0u64;
     let mut max_id: Option<u32> = None;
     let mut tally = |ids: &[u32]| {
@@ -1587,7 +1582,7 @@ pub fn summarize(input: &Input, boundary: Boundary, no_mmap: bool) -> Result<Sum
 /// document entries moved past the earlier parts), llm.c files into one file or shards
 /// of `shard_tokens`, raw files concatenated. All inputs must be of one format (and one
 /// dtype). Returns the tokens written.
-pub fn merge(
+pub(crate) fn merge(
     inputs: &[Input],
     output: &Path,
     shard_tokens: Option<u64>,

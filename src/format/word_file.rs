@@ -14,7 +14,7 @@ use crate::word::{
 };
 
 /// The model file format version this module reads and writes.
-pub const FORMAT_VERSION: u64 = 1;
+const FORMAT_VERSION: u64 = 1;
 
 /// Writes `model` as a model file (the format in the module documentation).
 pub fn write_model(w: &mut dyn Write, model: &WordModel) -> std::io::Result<()> {
@@ -39,7 +39,7 @@ pub fn write_model(w: &mut dyn Write, model: &WordModel) -> std::io::Result<()> 
 }
 
 /// Model files from this size on are read on two threads (see [`parse_model_text`]).
-pub const PARALLEL_MODEL_BYTES: usize = 1 << 20;
+pub(crate) const PARALLEL_MODEL_BYTES: usize = 1 << 20;
 
 /// Reads a word model from the text of its file after the header line: `header` is line
 /// 1 (already parsed, its `kind` being `"word"`), `body` the rest. Errors carry `file` and
@@ -62,7 +62,7 @@ pub fn parse_model_text(
 
 /// [`parse_model_text`], running `beside` on a second thread while the table is built
 /// (the one single-threaded step of a large model), or after reading a small one.
-pub fn parse_model_text_beside<T: Send>(
+pub(crate) fn parse_model_text_beside<T: Send>(
     header: &Map<String, Value>,
     body: &[u8],
     parallel_min: usize,

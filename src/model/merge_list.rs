@@ -67,7 +67,7 @@ pub(crate) fn ids_by_bytes(model: &BpeModel) -> Result<AHashMap<&[u8], u32>, Str
 /// from single bytes, join the adjacent parts whose concatenation has the lowest rank
 /// (the leftmost of equals) until none has one. Returns where the parts start, and the
 /// token's length last.
-pub(crate) fn rank_bpe(token: &[u8], below: u32, ranks: &AHashMap<&[u8], u32>) -> Vec<usize> {
+fn rank_bpe(token: &[u8], below: u32, ranks: &AHashMap<&[u8], u32>) -> Vec<usize> {
     let rank = |s: usize, e: usize| ranks.get(&token[s..e]).copied().filter(|&r| r < below);
     let mut starts: Vec<usize> = (0..=token.len()).collect();
     // joined[i]: the rank of parts i and i + 1 joined.
@@ -148,7 +148,7 @@ pub(crate) fn is_rank_table(model: &BpeModel) -> bool {
 /// pair recovered by rank BPE. A rank table has a merge list only when its single bytes
 /// have ids 0..255, its other ids follow without gaps, and every token ends in two parts;
 /// otherwise the message says which id fails.
-pub fn merge_list(model: &BpeModel) -> Result<Cow<'_, [(u32, u32)]>, String> {
+pub(crate) fn merge_list(model: &BpeModel) -> Result<Cow<'_, [(u32, u32)]>, String> {
     if !is_rank_table(model) {
         return Ok(Cow::Borrowed(&model.merges));
     }

@@ -4,7 +4,7 @@
 //! [`crate::format`].
 
 mod builtin;
-pub mod merge_list;
+pub(crate) mod merge_list;
 mod pairs;
 pub(crate) mod tables;
 
@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use ahash::AHashMap;
 
 pub use builtin::{builtin, BUILTINS};
-pub use pairs::{PairIds, PairTable};
+pub(crate) use pairs::{PairIds, PairTable};
 
 pub use crate::identity::ModelSource;
 use crate::pretokenize::SplitSpec;
@@ -162,20 +162,14 @@ impl BpeModel {
 
     /// Whether the model is a merge list (a model file's), whose token bytes are
     /// derived from its merges.
-    pub fn is_merge_list(&self) -> bool {
+    pub(crate) fn is_merge_list(&self) -> bool {
         matches!(self.bytes, TokenBytes::Derived { .. })
-    }
-
-    /// The number of bytes of ordinary id `id`, or `None` when it has none (an id
-    /// outside the ordinary vocabulary).
-    pub fn token_len(&self, id: u32) -> Option<usize> {
-        self.ordinary_span(id).map(|(start, end)| end - start)
     }
 
     /// Appends the bytes of `id` (special tokens included) to `out`, without building
     /// the merge list's table of all tokens: false, with `out` as it was, for an id
     /// outside the vocabulary.
-    pub fn write_token(&self, id: u32, out: &mut Vec<u8>) -> bool {
+    pub(crate) fn write_token(&self, id: u32, out: &mut Vec<u8>) -> bool {
         let Some((start, end)) = self.ordinary_span(id) else {
             return match self.special_text(id) {
                 Some(text) => {
@@ -263,7 +257,7 @@ impl Model {
     }
 
     /// Where the model came from.
-    pub fn source(&self) -> &ModelSource {
+    pub(crate) fn source(&self) -> &ModelSource {
         match self {
             Model::Bpe(m) => &m.source,
             Model::Word(m) => &m.source,
@@ -273,7 +267,7 @@ impl Model {
 
 /// The most bytes a model's tokens may hold in all (4 GiB less one byte):
 /// [`BpeModel::token_offsets`] are u32.
-pub const MAX_TOKEN_BYTES: u64 = u32::MAX as u64;
+pub(crate) const MAX_TOKEN_BYTES: u64 = u32::MAX as u64;
 
 /// Where each id's bytes start in the token table of `merges` (and, last, where they
 /// end), or `Err(k)` when merge `k` takes the tokens past [`MAX_TOKEN_BYTES`] in all.
@@ -300,7 +294,7 @@ pub(crate) fn token_offsets(merges: &[(u32, u32)]) -> std::result::Result<Vec<u3
 ///
 /// # Panics
 /// If a merge uses an id not defined before it.
-pub fn merges_within_limit(merges: &[(u32, u32)]) -> usize {
+pub(crate) fn merges_within_limit(merges: &[(u32, u32)]) -> usize {
     token_offsets(merges).map_or_else(|k| k, |_| merges.len())
 }
 
@@ -313,7 +307,7 @@ pub fn merges_within_limit(merges: &[(u32, u32)]) -> usize {
 ///
 /// # Panics
 /// If a merge uses an id not defined before it.
-pub fn token_table(
+pub(crate) fn token_table(
     base_id_of_byte: &[u32; 256],
     merges: &[(u32, u32)],
 ) -> std::result::Result<(Vec<u8>, Vec<u32>), usize> {
@@ -323,11 +317,7 @@ pub fn token_table(
 
 /// The token bytes of `merges` (the second half of [`token_table`]), placed at
 /// `offsets`, their [`token_offsets`].
-pub(crate) fn token_bytes(
-    base_id_of_byte: &[u32; 256],
-    merges: &[(u32, u32)],
-    offsets: &[u32],
-) -> Vec<u8> {
+fn token_bytes(base_id_of_byte: &[u32; 256], merges: &[(u32, u32)], offsets: &[u32]) -> Vec<u8> {
     let end = offsets[offsets.len() - 1];
     // Most tokens are short: each is copied as one fixed block of CHUNK bytes, which
     // compiles to a load and a store where a copy of the exact length calls `memmove`
@@ -385,7 +375,7 @@ impl BpeModel {
     ///
     /// # Panics
     /// If a merge uses an id not defined before it.
-    pub fn try_from_merges(
+    pub(crate) fn try_from_merges(
         source: ModelSource,
         split: Option<SplitSpec>,
         specials: Vec<SpecialToken>,

@@ -27,7 +27,7 @@ pub struct PairIds {
 /// is filled as its lines are read ([`PairTable::with_capacity`]), and the encoder reads
 /// either in place.
 #[derive(Debug, Clone, Default)]
-pub struct PairTable {
+pub(crate) struct PairTable {
     slots: Cow<'static, [u64]>,
     bits: u32,
     count: usize,
@@ -36,7 +36,7 @@ pub struct PairTable {
 impl PairTable {
     /// The table in `slots` (`2^bits` little-endian slots holding `count` pairs), or
     /// `None` if the bytes are not that many slots.
-    pub fn new(slots: &'static [u8], bits: u32, count: usize) -> Option<PairTable> {
+    pub(crate) fn new(slots: &'static [u8], bits: u32, count: usize) -> Option<PairTable> {
         if !(1..40).contains(&bits) || slots.len() != 8 << bits {
             return None;
         }
@@ -90,7 +90,7 @@ impl PairTable {
 
     /// The id of pair `(a, b)`.
     #[inline]
-    pub fn get(&self, a: u32, b: u32) -> Option<u32> {
+    fn get(&self, a: u32, b: u32) -> Option<u32> {
         if self.slots.is_empty() {
             return None;
         }
@@ -117,7 +117,7 @@ impl PairTable {
 impl PairIds {
     /// Pairs read from a table (compiled in, or filled from a model file); the map is
     /// filled from it on first use.
-    pub fn from_table(table: PairTable) -> PairIds {
+    pub(crate) fn from_table(table: PairTable) -> PairIds {
         PairIds {
             map: OnceLock::new(),
             table,
@@ -127,7 +127,7 @@ impl PairIds {
     /// The id of pair `(a, b)`, from the compiled-in table when there is one (without
     /// filling the map).
     #[inline]
-    pub fn id(&self, a: u32, b: u32) -> Option<u32> {
+    pub(crate) fn id(&self, a: u32, b: u32) -> Option<u32> {
         if self.table.slots.is_empty() {
             self.get(&(a, b)).copied()
         } else {
@@ -141,7 +141,7 @@ impl PairIds {
     }
 
     /// The number of pairs (without filling the map).
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         if self.table.slots.is_empty() {
             self.len()
         } else {

@@ -76,7 +76,7 @@ pub(crate) fn pair_table_bits(pairs: usize) -> u32 {
 
 /// Ranks at or above this are refused: the id tables are dense, and real vocabularies
 /// stay far below it.
-pub(crate) const MAX_RANK: u32 = 1 << 24;
+const MAX_RANK: u32 = 1 << 24;
 
 /// A rank file's vocabulary in the layout of a model's tables.
 pub(crate) struct RankTables {
@@ -91,7 +91,7 @@ pub(crate) struct RankTables {
 }
 
 /// A problem in a rank file: the 1-based line (0 for the file as a whole) and what.
-pub(crate) type RankError = (usize, String);
+type RankError = (usize, String);
 
 /// Parses a tiktoken rank file (`base64-token rank` per line, blank lines ignored, a
 /// `\r` before the newline allowed). Every single byte must have a token; tokens and

@@ -73,7 +73,7 @@ impl ChunkCounts {
     }
 
     /// Adds `n` occurrences of `chunk` (a new chunk goes last).
-    pub fn add(&mut self, chunk: &[u8], n: u64) {
+    pub(crate) fn add(&mut self, chunk: &[u8], n: u64) {
         self.add_at(chunk, n);
     }
 
@@ -128,7 +128,7 @@ impl ChunkCounts {
     }
 
     /// Frees the lookup index (after counting ends; `add` rebuilds it if needed).
-    pub(crate) fn shrink(&mut self) {
+    fn shrink(&mut self) {
         self.slots = Vec::new();
         self.bytes.shrink_to_fit();
         self.ends.shrink_to_fit();
@@ -295,7 +295,7 @@ pub fn count_records(
 
 /// Adds the chunks of one record (its exact bytes: a line with its `\n`, or a JSONL
 /// document's text) to `counts`.
-pub fn count_record(
+fn count_record(
     counts: &mut ChunkCounts,
     record: &[u8],
     splitter: &Splitter,
@@ -441,7 +441,7 @@ impl<'s> RecordCounter<'s> {
 
     /// Ends one input: its last line, if it lacks a `\n`, is a record of its own (with
     /// the `\n` supplied), not the start of the next input's first line.
-    pub fn end_input(&mut self) {
+    pub(crate) fn end_input(&mut self) {
         let pending = std::mem::take(&mut self.pending);
         count_records_into(
             &mut self.counts,
@@ -450,14 +450,6 @@ impl<'s> RecordCounter<'s> {
             self.specials,
             self.threads,
         );
-    }
-
-    /// Adds one record as it is (a JSONL document's text), after any pending lines.
-    pub fn add_record(&mut self, record: &[u8]) {
-        if !self.pending.is_empty() {
-            self.end_input();
-        }
-        count_record(&mut self.counts, record, self.splitter, self.specials);
     }
 
     /// Counts what is held back and returns the counts of all the records.

@@ -66,9 +66,7 @@ mod count;
 mod fast;
 mod specials;
 
-pub use count::{
-    count_chunks, count_record, count_records, ChunkCounter, ChunkCounts, RecordCounter,
-};
+pub use count::{count_chunks, count_records, ChunkCounter, ChunkCounts, RecordCounter};
 pub use specials::SpecialCutter;
 
 use crate::error::{Error, Result};
@@ -157,7 +155,7 @@ pub fn preset_pattern(name: &str) -> Option<&'static str> {
 /// The split spec of a pattern's text: named after the preset whose exact text it is
 /// (`r50k` for the pattern r50k_base and p50k_base share), else `custom`. Used where a
 /// pattern arrives without a name (HF `tokenizer.json`, minbpe `.model`).
-pub fn split_of_pattern(pattern: &str) -> SplitSpec {
+pub(crate) fn split_of_pattern(pattern: &str) -> SplitSpec {
     let name = ["gpt2", "gpt4", "cl100k", "o200k", "r50k"]
         .into_iter()
         .find(|name| preset_pattern(name) == Some(pattern))
@@ -289,7 +287,7 @@ impl Splitter {
 }
 
 /// How far [`find_safe_cut`] looks on each side of `near`.
-pub const SAFE_CUT_WINDOW: usize = 1 << 20;
+const SAFE_CUT_WINDOW: usize = 1 << 20;
 
 /// A safe cut of `text` (see the module documentation) for the preset patterns: the
 /// nearest at or before `near`, else the nearest after it, looking at most

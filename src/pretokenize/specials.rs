@@ -27,14 +27,14 @@ impl SpecialCutter {
     }
 
     /// Whether there are no specials (every text is one piece).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.finders.is_empty()
     }
 
     /// Calls `piece` with each non-empty stretch of `text` between special tokens, in
     /// order; at each position the leftmost occurrence wins, and the longest special
     /// among those starting there.
-    pub fn for_each_piece<'t>(&self, text: &'t [u8], piece: &mut dyn FnMut(&'t [u8])) {
+    pub(crate) fn for_each_piece<'t>(&self, text: &'t [u8], piece: &mut dyn FnMut(&'t [u8])) {
         if self.finders.is_empty() {
             if !text.is_empty() {
                 piece(text);

@@ -67,7 +67,7 @@ pub struct Merge {
 
 /// From this many positions an input is large: two-thread set-up and bucket queue. Below
 /// it one thread's set-up is cheaper than a thread and two fresh pair tables.
-pub(crate) const LARGE: usize = 1 << 20;
+const LARGE: usize = 1 << 20;
 /// How many list entries the merge loop touches before merging them.
 const BATCH: usize = 32;
 /// A pass-table entry not in use.

@@ -39,12 +39,12 @@ mod tokens;
 pub use engine::Merge;
 use engine::{Engine, PerPos, Plan, Tokens, Uniform, Weights};
 use slots::{Packed, Wide, SEP};
-pub use tokens::TokenBytes;
+pub(crate) use tokens::TokenBytes;
 
 /// The longest text (`train_bytes`), or total length of the chunks plus one per chunk
 /// (`train_chunks`), the trainer accepts: positions and ids live in 31 bits. Callers must
 /// reject longer input (the trainer panics on it).
-pub const MAX_TRAIN_LEN: usize = (1 << 31) - 1024;
+pub(crate) const MAX_TRAIN_LEN: usize = (1 << 31) - 1024;
 
 /// Byte-level BPE over `text` as ONE sequence (`--split none`), bytes are ids 0..255.
 /// Learns up to `vocab_size - 256` merges; stops early only when no pair is left.

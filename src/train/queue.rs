@@ -70,7 +70,7 @@ impl PairQueue {
         }
     }
 
-    pub(crate) fn pop(&mut self) -> Option<(u64, u32, u32)> {
+    fn pop(&mut self) -> Option<(u64, u32, u32)> {
         if let Some(k) = self.heap.pop() {
             return Some(((k >> 64) as u64, !((k >> 32) as u32), k as u32));
         }

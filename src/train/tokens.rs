@@ -30,7 +30,7 @@ impl Default for TokenBytes {
 
 impl TokenBytes {
     /// The 256 byte tokens.
-    pub fn new() -> TokenBytes {
+    pub(crate) fn new() -> TokenBytes {
         TokenBytes {
             pairs: Vec::new(),
             ranges: (0..256).map(|b| Some((b, b + 1))).collect(),
@@ -44,7 +44,7 @@ impl TokenBytes {
     ///
     /// # Panics
     /// If `pair` names a token not learned yet.
-    pub fn push(&mut self, pair: (u32, u32)) {
+    pub(crate) fn push(&mut self, pair: (u32, u32)) {
         // A part longer than the kept limit makes the token longer still.
         let range = match (self.ranges[pair.0 as usize], self.ranges[pair.1 as usize]) {
             (Some((s0, e0)), Some((s1, e1))) if (e0 - s0) + (e1 - s1) <= KEPT_MAX => {

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::identity::ModelSource;
 
 /// Blocks (or inputs) at least this long are counted on several threads.
-pub const PARALLEL_MIN_BYTES: usize = 1 << 20;
+pub(crate) const PARALLEL_MIN_BYTES: usize = 1 << 20;
 
 /// A word of up to 23 bytes as a fixed-size key (bytes, zero padding, length last):
 /// hashed and compared inline, without following a pointer to the word's bytes. Most words
@@ -238,11 +238,6 @@ impl WordCounter {
     /// Bytes fed so far.
     pub fn bytes(&self) -> u64 {
         self.bytes
-    }
-
-    /// Distinct words seen so far (the unterminated word at the end not included).
-    pub fn distinct(&self) -> usize {
-        self.counts.len()
     }
 
     fn add(&mut self, word: &[u8], count: u64) {

@@ -87,18 +87,18 @@
 //!   two threads ([`parse_model_text`]), their SHA-256 on a third.
 //!   Loading the 540k-word model of the 27 MB benchmark text (26 MB) takes ~0.15 s of
 //!   CPU with this layout, against 0.29 s with a `String` per word in a hash map.
-//! - Inputs below [`PARALLEL_MIN_BYTES`] are counted on one thread: thread start-up and
-//!   the merge cost more than they save there.
+//! - Inputs below [`PARALLEL_MIN_BYTES`](count::PARALLEL_MIN_BYTES) are counted on one
+//!   thread: thread start-up and the merge cost more than they save there.
 
 mod count;
 mod encode;
 mod split;
-pub(crate) mod table;
+mod table;
 mod vocab;
 
 use std::borrow::Cow;
 
-pub use count::{train, WordCounter, PARALLEL_MIN_BYTES};
+pub use count::{train, WordCounter};
 pub use encode::{encode, WordEncoder};
 pub(crate) use split::split_generic;
 pub use split::{is_python_whitespace, split_words};
@@ -107,7 +107,7 @@ pub use vocab::{Repeat, WordIds, WordList};
 use crate::identity::ModelSource;
 
 /// The unknown-word token's default text.
-pub const UNK: &str = "[UNK]";
+pub(crate) const UNK: &str = "[UNK]";
 
 /// A word-level vocabulary: words by id, and `[UNK]`.
 #[derive(Debug, Clone)]
@@ -154,7 +154,7 @@ pub(crate) fn from_hex(text: &str) -> Option<Vec<u8>> {
 
 /// The in-memory key of a word: the word itself when it is valid UTF-8, else a space and
 /// the hex of its bytes (which no real word can equal, since words hold no whitespace).
-pub fn key_of(word: &[u8]) -> Cow<'_, str> {
+pub(crate) fn key_of(word: &[u8]) -> Cow<'_, str> {
     match std::str::from_utf8(word) {
         Ok(s) => Cow::Borrowed(s),
         Err(_) => Cow::Owned(format!(" {}", to_hex(word))),
@@ -172,7 +172,7 @@ pub fn word_bytes(model: &WordModel, id: u32) -> Option<Cow<'_, [u8]>> {
 }
 
 /// The id of `word` (its bytes), or `None` when it is not in the vocabulary.
-pub fn lookup(model: &WordModel, word: &[u8]) -> Option<u32> {
+pub(crate) fn lookup(model: &WordModel, word: &[u8]) -> Option<u32> {
     model.ids.get(word)
 }
 

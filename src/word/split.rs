@@ -48,7 +48,7 @@ pub fn is_python_whitespace(c: char) -> bool {
 /// The length of the multi-byte whitespace character starting at `text[i]` (a `LEAD`
 /// byte), or 0.
 #[inline]
-pub(crate) fn lead_space_len(text: &[u8], i: usize) -> usize {
+fn lead_space_len(text: &[u8], i: usize) -> usize {
     let b1 = text.get(i + 1).copied().unwrap_or(0);
     let b2 = text.get(i + 2).copied().unwrap_or(0);
     let hit = match text[i] {
@@ -70,7 +70,7 @@ pub(crate) fn lead_space_len(text: &[u8], i: usize) -> usize {
 
 /// The length of the whitespace character at `text[i]`, or 0 when it is not whitespace.
 #[inline]
-pub(crate) fn space_len(text: &[u8], i: usize) -> usize {
+fn space_len(text: &[u8], i: usize) -> usize {
     match CLASS[text[i] as usize] {
         WORD => 0,
         SPACE => 1,
@@ -81,7 +81,7 @@ pub(crate) fn space_len(text: &[u8], i: usize) -> usize {
 /// Emits every word of `text` that is followed by whitespace and returns the offset where
 /// the unterminated last word starts (`text.len()` when the text ends in whitespace).
 #[inline]
-pub(crate) fn scan<'t, F: FnMut(&'t [u8])>(text: &'t [u8], emit: &mut F) -> usize {
+fn scan<'t, F: FnMut(&'t [u8])>(text: &'t [u8], emit: &mut F) -> usize {
     let n = text.len();
     let mut i = 0;
     loop {

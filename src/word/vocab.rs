@@ -21,7 +21,7 @@ impl Default for WordList {
 
 impl WordList {
     /// An empty list with room for `words` words of `bytes` bytes in all.
-    pub fn with_capacity(words: usize, bytes: usize) -> WordList {
+    pub(crate) fn with_capacity(words: usize, bytes: usize) -> WordList {
         let mut starts = Vec::with_capacity(words + 1);
         starts.push(0);
         WordList {
@@ -37,7 +37,7 @@ impl WordList {
     }
 
     /// Appends the words of `other` (they get the next ids).
-    pub fn append(&mut self, other: &WordList) {
+    pub(crate) fn append(&mut self, other: &WordList) {
         let shift = self.text.len();
         self.text.extend_from_slice(&other.text);
         self.starts
@@ -55,7 +55,7 @@ impl WordList {
     }
 
     /// The bytes of word `id`, if there is one.
-    pub fn get(&self, id: u32) -> Option<&[u8]> {
+    pub(crate) fn get(&self, id: u32) -> Option<&[u8]> {
         let (start, end) = (
             self.starts.get(id as usize)?,
             self.starts.get(id as usize + 1)?,
@@ -120,7 +120,7 @@ impl WordIds {
     }
 
     /// The words, by id.
-    pub fn words(&self) -> &WordList {
+    pub(crate) fn words(&self) -> &WordList {
         &self.words
     }
 
