@@ -105,7 +105,7 @@ pub(crate) fn parse_ids_piece(
 /// a stretch, and its first error and the quote of it lie within those bytes, so the
 /// message is the one the whole line gives. `None`: too short to cut, more of the line
 /// is needed.
-pub fn piece_end(text: &[u8]) -> Option<usize> {
+pub(crate) fn piece_end(text: &[u8]) -> Option<usize> {
     match memchr::memrchr3(b',', b' ', b'\n', text) {
         Some(k) => Some(k + 1),
         None => match text.iter().rposition(|b| matches!(b, b'\t' | b'\r')) {
