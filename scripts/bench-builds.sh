@@ -3,7 +3,8 @@
 # in one run with the two alternated (hyperfine), so that the host's drift hits both:
 # train 27 MB (--split none and gpt4), encode o200k_base on one thread and on all, decode,
 # the attention kernel, and start-up. Prints a Markdown table: mean wall time of each,
-# and tuned/portable (above 1: the portable build is slower).
+# and its CPU time (user + system, the steadier figure on a shared host), and
+# portable/tuned of each (above 1: the portable build is slower).
 #
 # Needs: hyperfine (Debian), bench/corpora/mixed-27M.txt (scripts/build-corpora.sh).
 # Usage: scripts/bench-builds.sh [RUNS]   (default 5 runs of each command)
@@ -28,8 +29,8 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
 avx512=$(grep -qw avx512f /proc/cpuinfo && echo "AVX-512" || echo "no AVX-512")
 echo "Host: $cpu ($avx512), $(nproc) cores; commit $(git rev-parse --short HEAD); $(date -u +%F\ %H:%M) UTC; $RUNS runs each"
 echo
-echo "| job | portable s | tuned s | tuned/portable |"
-echo "|---|---:|---:|---:|"
+echo "| job | portable wall s | tuned wall s | portable/tuned wall | portable CPU s | tuned CPU s | portable/tuned CPU |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 row() {
     local name=$1 cmd=$2
     hyperfine -N -w 1 -r "$RUNS" --export-json "$OUT/row.json" \
@@ -38,7 +39,8 @@ row() {
 import json, sys
 r = json.load(open(sys.argv[2]))["results"]
 p, t = r[0]["mean"], r[1]["mean"]
-print(f"| {sys.argv[1]} | {p:.3f} | {t:.3f} | {p / t:.3f} |")
+cpu = [x["user"] + x["system"] for x in r]
+print(f"| {sys.argv[1]} | {p:.3f} | {t:.3f} | {p / t:.3f} | {cpu[0]:.3f} | {cpu[1]:.3f} | {cpu[0] / cpu[1]:.3f} |")
 PY
 }
 row "train 27 MB, vocab 32768, --split none" "@/bpe-train -q --vocab-size 32768 $CORPUS -o /dev/null"
