@@ -141,9 +141,16 @@ fn parse_id(
             ),
         });
     }
-    // The range first: a number that runs to the end of a piece that is not the last
-    // was cut where no `,` or whitespace came for a long stretch, far too long to be an
-    // id, and what follows it is not seen; the whole line gives the same message.
+    // What the number's start shows first, then its range, then what follows it: a
+    // number that runs to the end of a piece that is not the last was cut where no `,`
+    // or whitespace came for a long stretch, far too long to be an id, and what follows
+    // it is not seen; the whole line gives the same message.
+    if digits > 1 && text[start] == b'0' {
+        return Err(format!(
+            "invalid number {} (leading zero)",
+            number_text(text, start)
+        ));
+    }
     let value = value.filter(|&v| v <= u64::from(u32::MAX) && (last || i < text.len()));
     let Some(value) = value else {
         return Err(format!(
@@ -153,12 +160,6 @@ fn parse_id(
     };
     if matches!(text.get(i), Some(b'.' | b'e' | b'E')) {
         return Err(format!("id {} is not an integer", number_text(text, start)));
-    }
-    if digits > 1 && text[start] == b'0' {
-        return Err(format!(
-            "invalid number {} (leading zero)",
-            number_text(text, start)
-        ));
     }
     out.push(value as u32);
     Ok(i)
@@ -433,10 +434,14 @@ mod tests {
             let len = below(24) as usize;
             let mut line = vec![b'['];
             line.extend((0..len).map(|_| alphabet[below(alphabet.len() as u64) as usize]));
-            // A stretch without a separator, longer than a piece may be cut in.
+            // A stretch without a separator, longer than a piece may be cut in, half of
+            // the time right after the `[`.
             if below(4) == 0 {
-                let run: &[u8] = [&b"1234567890"[..], b"x", b"9e"][below(3) as usize];
-                let n = below(80) as usize;
+                if below(2) == 0 {
+                    line.truncate(1);
+                }
+                let run: &[u8] = [&b"1234567890"[..], b"x", b"9e", b"0"][below(4) as usize];
+                let n = below(160) as usize;
                 line.extend(run.iter().cycle().take(n));
                 line.extend((0..below(6)).map(|_| alphabet[below(alphabet.len() as u64) as usize]));
             }
