@@ -312,25 +312,6 @@ pub(crate) fn same_model(source: &ModelSource, named: &StreamModel) -> bool {
 mod tests {
     use super::*;
 
-    /// One line of an id stream.
-    #[derive(Debug, PartialEq)]
-    enum IdLine {
-        /// A header object: the records that follow use the model it names.
-        Header(Map<String, Value>),
-        /// A record: token ids.
-        Ids(Vec<u32>),
-    }
-
-    /// Classifies and parses one line of an id stream.
-    fn parse_id_line(line: &[u8]) -> std::result::Result<IdLine, String> {
-        if is_header(line) {
-            return parse_header(line).map(IdLine::Header);
-        }
-        let mut ids = Vec::new();
-        parse_ids_into(line, &mut ids)?;
-        Ok(IdLine::Ids(ids))
-    }
-
     fn ids(text: &str) -> std::result::Result<Vec<u32>, String> {
         let mut out = Vec::new();
         parse_ids_into(text.as_bytes(), &mut out).map(|()| out)
@@ -464,9 +445,7 @@ mod tests {
         let mut buf = Vec::new();
         push_ids(&mut buf, &[0, 7, 4294967295, 10]);
         assert_eq!(buf, b"[0,7,4294967295,10]");
-        assert!(matches!(
-            parse_id_line(br#"{"model":"x"}"#),
-            Ok(IdLine::Header(_))
-        ));
+        let header = br#"{"model":"x"}"#;
+        assert!(is_header(header) && parse_header(header).is_ok());
     }
 }

@@ -431,19 +431,6 @@ mod tests {
     use super::*;
     use crate::test_rng::below_usize;
 
-    impl Skipped {
-        /// Adds the counts of a later part of the input.
-        fn merge(&mut self, other: &Skipped) {
-            self.lines += other.lines;
-            for (n, more) in self.by_problem.iter_mut().zip(other.by_problem) {
-                *n += more;
-            }
-            if self.first.is_none() {
-                self.first.clone_from(&other.first);
-            }
-        }
-    }
-
     type Rng = dyn FnMut(usize) -> usize;
 
     fn doc(line: &str) -> Result<Vec<u8>, LineError> {
@@ -635,10 +622,8 @@ mod tests {
         let missing = doc(r#"{"id":1}"#).unwrap_err();
         let blank = doc("").unwrap_err();
         skipped.add(&missing, "a.jsonl", 3);
-        let mut later = Skipped::default();
-        later.add(&blank, "a.jsonl", 9);
-        later.add(&missing, "a.jsonl", 10);
-        skipped.merge(&later);
+        skipped.add(&blank, "a.jsonl", 9);
+        skipped.add(&missing, "a.jsonl", 10);
         assert_eq!(skipped.lines, 3);
         assert_eq!(
             skipped.summary("text"),
