@@ -23,52 +23,11 @@ pub fn scratch(label: &str) -> PathBuf {
     dir
 }
 
-/// A small seeded generator (SplitMix64) for property tests.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in 0..n (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-    /// Random bytes drawn from `alphabet`.
-    pub fn bytes_from(&mut self, alphabet: &[u8], len: usize) -> Vec<u8> {
-        (0..len)
-            .map(|_| alphabet[self.below(alphabet.len() as u64) as usize])
-            .collect()
-    }
-}
-
-/// xorshift64*: the seeded generator of the property tests (construct with a non-zero
-/// seed), so failures reproduce.
-pub struct XorShift(pub u64);
-
-impl XorShift {
-    /// A generator from any seed (zero included): the seed spread over the state.
-    pub fn new(seed: u64) -> XorShift {
-        XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// Uniform in 0..n (0 for n = 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+/// The seeded generator of the property tests (SplitMix64), the one the unit tests use.
+#[allow(dead_code)]
+#[path = "../src/test_rng.rs"]
+mod test_rng;
+pub(crate) use test_rng::Rng;
 
 /// The environment variable that turns [`peak_rss_probe`] on: the program, its working
 /// folder and its arguments, separated by `\x1f`.

@@ -10,7 +10,7 @@ use toksuite::model::{identity_bytes, BpeModel, ModelSource, SpecialToken};
 use toksuite::pretokenize::SplitSpec;
 use toksuite::pretokenize::{self, Splitter};
 
-pub use crate::common::XorShift as Rng;
+pub(crate) use crate::common::Rng;
 
 /// A model-file style model from its merges (ids 256.. in order), identity base ids.
 pub fn model_from_merges(

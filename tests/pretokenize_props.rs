@@ -43,7 +43,7 @@ fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!("{FIXTURES}/{name}")).unwrap()
 }
 
-use crate::common::XorShift as Rng;
+use crate::common::Rng;
 
 const PIECES: &[&str] = &[
     "'s",

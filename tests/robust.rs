@@ -14,7 +14,7 @@ use std::time::Duration;
 use predicates::prelude::*;
 use sha2::{Digest, Sha256};
 
-use crate::common::{scratch, tool, XorShift};
+use crate::common::{scratch, tool, Rng};
 
 /// The binaries the tests run (cargo builds them for the integration tests).
 fn bin(name: &str) -> std::path::PathBuf {
@@ -367,7 +367,7 @@ fn decode_reads_a_long_piped_line_in_bounded_memory() {
     // ~100 MB of ids: bytes 0..=255 and the two merges, one --whole record.
     let mut ids = Vec::with_capacity(110 << 20);
     let mut expected = Vec::new();
-    let mut rng = XorShift(25);
+    let mut rng = Rng(25);
     ids.push(b'[');
     let mut first = true;
     while ids.len() < 100 << 20 {
@@ -399,7 +399,7 @@ fn decode_reads_a_long_piped_line_in_bounded_memory() {
 fn encode_reads_a_long_piped_record_in_bounded_memory() {
     let dir = scratch("encode-long");
     small_model(&dir, "ab ab ab cd", "258");
-    let mut rng = XorShift(7);
+    let mut rng = Rng(7);
     let words: [&[u8]; 6] = [b"ab", b"cd", b" ", b"abcd", b"x", b"\xff"];
     let mut text = Vec::with_capacity(129 << 20);
     while text.len() < 128 << 20 {
@@ -549,7 +549,7 @@ fn decoding_in_parts_is_decoding_whole() {
         .get_output()
         .stdout
         .clone();
-    let mut rng = XorShift(0x2525);
+    let mut rng = Rng(0x2525);
     for (bytes, vocab) in [(&bpe, 275), (&words, 5)] {
         let hash = sha256_hex(bytes);
         let load = || {
@@ -692,7 +692,7 @@ fn encoding_in_parts_is_encoding_whole() {
         b"  ",
         b"'s",
     ];
-    let mut rng = XorShift(0x7a7a);
+    let mut rng = Rng(0x7a7a);
     for model in &models {
         for allowed in [AllowedSpecial::None, AllowedSpecial::All] {
             let encoder = Encoder::new(model, &allowed).unwrap();
@@ -758,7 +758,7 @@ fn encoding_in_parts_is_encoding_whole() {
 fn a_mapped_input_that_shrinks_is_an_error_not_a_signal() {
     use std::os::unix::process::ExitStatusExt;
     let dir = scratch("robust-sigbus");
-    let mut rng = XorShift(0x5eed_b005);
+    let mut rng = Rng(0x5eed_b005);
     let line: Vec<u8> = (0..4000).map(|_| b"abcdefgh ij"[rng.below(11)]).collect();
     let mut hit = false;
     for attempt in 0..8u64 {

@@ -16,7 +16,7 @@ use toksuite::pretokenize::{
     count_chunks, count_records, parse_split, RecordCounter, SpecialCutter, Splitter,
 };
 
-use crate::common::{scratch, tool, XorShift as Rng};
+use crate::common::{scratch, tool, Rng};
 
 const EOT: &str = "<|endoftext|>";
 
@@ -43,7 +43,7 @@ fn corpus(target: usize, seed: u64) -> Vec<u8> {
             0 => out.extend_from_slice(b"\n\n\n"),
             1 => out.extend_from_slice(b"   \n"),
             2 => out.extend_from_slice(EOT.as_bytes()),
-            3 => out.extend_from_slice(format!("{} ", rng.next() % 1_000_000).as_bytes()),
+            3 => out.extend_from_slice(format!("{} ", rng.next_u64() % 1_000_000).as_bytes()),
             4 => out.extend_from_slice(b"):\n\n"),
             5 => out.push(0xff),
             _ => {}

@@ -147,7 +147,7 @@ fn dedupe<'a>(chunks: &[&'a [u8]]) -> Vec<(&'a [u8], u64)> {
     out
 }
 
-use crate::common::XorShift as Rng;
+use crate::common::Rng;
 
 /// Random text from a small alphabet, random bytes, or runs like `aaaaab`.
 fn random_text(rng: &mut Rng, max_len: usize) -> Vec<u8> {
@@ -156,7 +156,7 @@ fn random_text(rng: &mut Rng, max_len: usize) -> Vec<u8> {
         _ => rng.below(max_len + 1),
     };
     match rng.below(4) {
-        0 => (0..len).map(|_| rng.next() as u8).collect(),
+        0 => (0..len).map(|_| rng.next_u64() as u8).collect(),
         1 => {
             let mut v = Vec::new();
             while v.len() < len {
@@ -400,7 +400,7 @@ fn runs_of_one_byte_match_naive() {
             1 => rng.below(1500),
             _ => 1 + rng.below(6000),
         };
-        let b = rng.next() as u8;
+        let b = rng.next_u64() as u8;
         let mut text = vec![b; len];
         match case % 4 {
             1 if len > 0 => {

@@ -406,7 +406,7 @@ fn malformed_models_are_data_errors_with_line_numbers() {
 // ---------------------------------------------------------------------------------------
 // Fast against naive, on seeded random inputs.
 
-use crate::common::XorShift as Rng;
+use crate::common::Rng;
 
 /// Pieces random texts are made of: tiny word alphabets (many ties, runs like `aaaa`),
 /// every kind of whitespace, and bytes that are not valid UTF-8 (truncated whitespace
