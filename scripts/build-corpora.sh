@@ -8,6 +8,11 @@
 #   mixed-100M.txt  the first 100,000,000 bytes of the same stream, cut the same way
 #                   (so mixed-27M.txt is a prefix of mixed-100M.txt)
 #   taylorswift.txt minbpe's test text, copied from tests/fixtures or ../shared/data
+#   mixed-code-1G.txt  only with CORPUS_1G=1: the whole stream below, then the text files
+#                   of the Linux 6.1 source tree (linux-source-6.1, in sorted path order,
+#                   those that are valid UTF-8 without NUL bytes), cut back to the last
+#                   newline before 1,000,000,000 bytes: about 11% prose in many languages
+#                   and 89% C, documentation and build files, like a code-heavy LLM corpus
 #
 # The stream is plain UTF-8 text in a fixed order: fortune cookies in nine languages
 # (English, German, Russian, Chinese, Italian, Czech, Polish, Spanish, Bulgarian), the
@@ -17,7 +22,8 @@
 # Chinese, Russian, Ukrainian, German, French and Spanish.
 #
 # Needs: Debian's apt-get (root to run `apt-get update` if the lists lack a version),
-# dpkg-deb, perl, gzip, iconv, sha256sum. Usage: scripts/build-corpora.sh [OUTDIR]
+# dpkg-deb, perl, gzip, iconv, sha256sum (and xz, tar and ~2.5 GB of scratch disk for
+# CORPUS_1G=1). Usage: [CORPUS_1G=1] scripts/build-corpora.sh [OUTDIR]
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -60,6 +66,9 @@ PACKAGES=(
   manpages-fr=4.18.1-1
   manpages-es=4.18.1-1
 )
+# The code part of mixed-code-1G.txt (CORPUS_1G=1): bookworm's security updates replace
+# this version; a new pin changes that file's sha256 only.
+KERNEL=linux-source-6.1=6.1.172-1
 # Handbook languages in stream order: English and the non-Latin scripts first, so that
 # mixed-27M.txt holds several of them.
 HANDBOOK_LANGS=(en-US ar-MA ja-JP ru-RU el-GR ko-KR zh-CN fa-IR zh-TW vi-VN de-DE fr-FR
@@ -137,11 +146,13 @@ cut_prefix() {
 }
 
 mkdir -p "$OUT" "$X"
+[ "${CORPUS_1G:-}" = 1 ] && PACKAGES+=("$KERNEL")
 download
 STREAM=$WORK/stream.txt
 : >"$STREAM"
 for spec in "${PACKAGES[@]}"; do
   name=${spec%%=*}
+  [ "$spec" = "$KERNEL" ] && continue
   extract "$name" >>"$STREAM"
   rm -rf "${X:?}/$name"
 done
@@ -151,6 +162,23 @@ fi
 say "build-corpora: stream of $(wc -c <"$STREAM") bytes"
 cut_prefix "$STREAM" 27000000 "$OUT/mixed-27M.txt"
 cut_prefix "$STREAM" 100000000 "$OUT/mixed-100M.txt"
+if [ "${CORPUS_1G:-}" = 1 ]; then
+  # The kernel tree's text files, sorted by path, each ending with a newline; a file with a
+  # NUL byte or invalid UTF-8 is left out.
+  name=${KERNEL%%=*}
+  dir=$X/$name
+  rm -rf "$dir"; mkdir -p "$dir/src"
+  dpkg-deb -x "$DEBS/${name}_"*.deb "$dir"
+  tar -xJf "$dir"/usr/src/linux-source-6.1.tar.xz -C "$dir/src"
+  (cd "$dir/src" && find . -type f | sort) | perl -e '
+    binmode STDOUT; my $root = shift; local $/ = "\n";
+    while (my $f = <STDIN>) { chomp $f; open(my $fh, "<:raw", "$root/$f") or die "$f: $!\n";
+      my $s = do { local $/; <$fh> }; next if !length($s) || $s =~ /\0/;
+      my $t = $s; next unless utf8::decode($t);
+      print $s; print "\n" if substr($s, -1) ne "\n"; }' "$dir/src" >>"$STREAM"
+  rm -rf "$dir"
+  cut_prefix "$STREAM" 1000000000 "$OUT/mixed-code-1G.txt"
+fi
 rm -f "$STREAM"
 
 TS=""
@@ -163,6 +191,6 @@ if [ -n "$TS" ]; then cp "$TS" "$OUT/taylorswift.txt"; else say "build-corpora: 
 
 (cd "$DEBS" && sha256sum ./*.deb) >"$OUT/packages.sha256"
 cd "$OUT"
-for f in mixed-27M.txt mixed-100M.txt taylorswift.txt; do
+for f in mixed-27M.txt mixed-100M.txt taylorswift.txt mixed-code-1G.txt; do
   [ -f "$f" ] && printf '%s  %10d  %s\n' "$(sha256sum "$f" | cut -d' ' -f1)" "$(wc -c <"$f")" "$f"
 done | tee SHA256SUMS
