@@ -9,6 +9,12 @@
 #                                   kernels already get their SIMD at run time
 #   +crt-static, relocation-model   a static, non-PIE executable: no dynamic loader or
 #                                   relocations at start-up (a few tenths of a ms per call)
+#   -prefer-256-bit (AVX-512 hosts) target-cpu=native on Intel's AVX-512 server parts makes
+#                                   LLVM prefer 256-bit vectors, and the attention kernel's
+#                                   AVX-512 path then spills its 4x64 tile to the stack:
+#                                   1.12 s of CPU against 0.56 with this flag and 0.52 for
+#                                   the portable build (attn-bench 4096 8 64 causal, family
+#                                   6 model 207); rustc warns that the feature is unstable
 #
 # `--target` is given explicitly so that cargo builds proc-macros and build scripts for
 # the host without these flags (a static host cannot load proc-macros). The binaries land
@@ -17,6 +23,8 @@
 # Usage: scripts/build-tuned.sh [CARGO BUILD ARGS...]
 set -eu
 cd "$(dirname "$0")/.."
-RUSTFLAGS="${RUSTFLAGS:-} -C target-cpu=native -C target-feature=+crt-static -C relocation-model=static" \
+wide=""
+grep -q avx512f /proc/cpuinfo 2>/dev/null && wide="-C target-feature=-prefer-256-bit"
+RUSTFLAGS="${RUSTFLAGS:-} -C target-cpu=native -C target-feature=+crt-static -C relocation-model=static $wide" \
     cargo build --release --locked --target x86_64-unknown-linux-gnu "$@"
 echo "build-tuned: binaries in ${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/" >&2
