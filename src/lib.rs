@@ -22,6 +22,8 @@ pub mod parallel;
 pub mod pretokenize;
 #[cfg(test)]
 mod test_rng;
+#[cfg(test)]
+mod tests;
 pub mod train;
 pub mod word;
 

@@ -551,3 +551,51 @@ fn hostile_sizes_and_records_are_clean_errors() {
         );
     }
 }
+
+/// The example that runs the whole of the first word-and-attention pipeline, with the
+/// built binaries, prints the table its golden holds.
+#[test]
+fn seed_pipeline_script_prints_the_seeds_attention_table() {
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_bpe-train"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("word-seed-pipeline");
+    let _ = std::fs::remove_dir_all(&dir);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/seed-pipeline.sh");
+    let output = std::process::Command::new("sh")
+        .arg(script)
+        .arg(&dir)
+        .env("TOKSUITE_BIN", &bin_dir)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The vocabulary is the seed's, written as the golden model file.
+    assert_eq!(
+        std::fs::read(dir.join("words.json")).unwrap(),
+        std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/word/seed-words.json"
+        ))
+        .unwrap()
+    );
+    // One line: the seed's 6x4 table (printed there to 4 decimals; attn agrees with
+    // PyTorch to 1e-4).
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    let got: Vec<Vec<f64>> = serde_json::from_str(lines[0]).unwrap();
+    let want: Vec<Vec<f64>> =
+        serde_json::from_slice(include_bytes!("fixtures/word/seed-context.json")).unwrap();
+    assert_eq!(got.len(), 6);
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g.len(), 4);
+        for (a, b) in g.iter().zip(w) {
+            assert!((a - b).abs() <= 1.5e-4, "{got:?} vs {want:?}");
+        }
+    }
+}

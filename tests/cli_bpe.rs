@@ -152,7 +152,7 @@ fn stream_header_names_the_model_and_decode_follows_it() {
     let dir = scratch("header");
     let model = train(&dir, b"some text, some more text", &["--vocab-size", "270"]);
     fs::write(dir.join("merges.json"), &model).unwrap();
-    let hash = toksuite::identity::sha256_hex(&model);
+    let hash = crate::common::sha256_hex(&model);
     let ids = tool("bpe-encode", &dir)
         .args(["-m", "merges.json"])
         .write_stdin("some text\n")

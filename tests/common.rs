@@ -23,6 +23,12 @@ pub fn scratch(label: &str) -> PathBuf {
     dir
 }
 
+/// The SHA-256 of `bytes` in lowercase hex, as model headers and `bpe-model info` give it.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    format!("{:x}", sha2::Sha256::digest(bytes))
+}
+
 /// The seeded generator of the property tests (SplitMix64), the one the unit tests use.
 #[allow(dead_code)]
 #[path = "../src/test_rng.rs"]

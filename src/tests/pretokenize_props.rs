@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use toksuite::pretokenize::SplitSpec;
-use toksuite::pretokenize::{
+use crate::pretokenize::SplitSpec;
+use crate::pretokenize::{
     classes, count_chunks, find_safe_cut, is_safe_cut, preset_pattern, ChunkCounter, Splitter,
     CL100K_PATTERN, GPT2_PATTERN, GPT4_PATTERN, O200K_PATTERN, R50K_PATTERN,
 };
@@ -43,7 +43,7 @@ fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!("{FIXTURES}/{name}")).unwrap()
 }
 
-use crate::common::Rng;
+use super::Rng;
 
 const PIECES: &[&str] = &[
     "'s",
@@ -457,7 +457,7 @@ fn naive_counts(chunks: &[&[u8]]) -> Vec<(Vec<u8>, u64)> {
     order
 }
 
-fn as_vec(c: &toksuite::pretokenize::ChunkCounts) -> Vec<(Vec<u8>, u64)> {
+fn as_vec(c: &crate::pretokenize::ChunkCounts) -> Vec<(Vec<u8>, u64)> {
     c.iter().map(|(k, n)| (k.to_vec(), n)).collect()
 }
 

@@ -1,12 +1,12 @@
 //! Trainer tests: goldens (the seed's examples, taylorswift.txt from the seed's Python and
 //! minbpe RegexTokenizer) and seeded random properties against naive twins.
 
-use std::collections::HashMap;
-use toksuite::pretokenize::SplitSpec;
-use toksuite::pretokenize::{Splitter, GPT4_PATTERN};
-use toksuite::train::{
+use crate::pretokenize::SplitSpec;
+use crate::pretokenize::{Splitter, GPT4_PATTERN};
+use crate::train::{
     train_bytes, train_bytes_with, train_chunks, train_chunks_with, EngineChoice, Merge,
 };
+use std::collections::HashMap;
 
 /// A merge as the naive trainers report it: (left, right, count).
 type M = (u32, u32, u64);
@@ -147,7 +147,7 @@ fn dedupe<'a>(chunks: &[&'a [u8]]) -> Vec<(&'a [u8], u64)> {
     out
 }
 
-use crate::common::Rng;
+use super::Rng;
 
 /// Random text from a small alphabet, random bytes, or runs like `aaaaab`.
 fn random_text(rng: &mut Rng, max_len: usize) -> Vec<u8> {
@@ -468,38 +468,4 @@ fn inputs_around_the_large_input_limit_match_naive() {
         let naive = naive_train(seqs, 270);
         assert_eq!(fast_chunks(&pieces, 270), naive, "len {len} chunked");
     }
-}
-
-/// A run of one letter is the trainer's worst case for memory (one chunk, a pass over every
-/// position per doubling); its peak stays within 16 bytes per input byte, the mapped input
-/// included, plus the process's fixed cost (the binary, its tables: under 32 MB), whole
-/// text and one regex chunk alike (15.8 bytes per byte measured for 20 MB, fixed cost
-/// included).
-#[cfg(target_os = "linux")]
-#[test]
-fn a_run_of_one_letter_trains_in_16_bytes_per_byte() {
-    let n: u64 = 20 << 20;
-    let dir = crate::common::scratch("train-rss");
-    let path = dir.join("a.txt");
-    std::fs::write(&path, vec![b'a'; n as usize]).unwrap();
-    for split in ["none", "gpt4"] {
-        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("bpe-train"));
-        cmd.args(["--vocab-size", "300", "--split", split])
-            .arg(&path);
-        let run = crate::robust::measured(cmd, |_| {});
-        assert_eq!(run.status, 0, "--split {split}: {}", run.stderr);
-        let peak = run.peak_kb * 1024;
-        // The input alone is resident once read: a peak below it was not observed.
-        assert!(
-            peak >= n,
-            "--split {split}: peak {peak} below the input's {n} bytes"
-        );
-        let bound = 16 * n + (32 << 20);
-        assert!(
-            peak <= bound,
-            "--split {split}: peak RSS {peak} bytes over {bound} ({:.1} bytes per input byte)",
-            peak as f64 / n as f64
-        );
-    }
-    let _ = std::fs::remove_dir_all(&dir);
 }

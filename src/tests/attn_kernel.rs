@@ -1,10 +1,10 @@
 //! attn: the fast kernels against naive f64 twins (materialised softmax), on seeded
 //! random shapes; and the library stage against the seed's printed tables.
 
-use crate::common::Rng;
-use toksuite::attn::kernel::{self, Shape, Simd, View};
-use toksuite::attn::reference;
-use toksuite::attn::{Attn, DrawSpec, NormalFill, Options, Precision, PrintKind, Weights};
+use super::Rng;
+use crate::attn::kernel::{self, Shape, Simd, View};
+use crate::attn::reference;
+use crate::attn::{Attn, DrawSpec, NormalFill, Options, Precision, PrintKind, Weights};
 
 fn uniform(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
     (0..n)

@@ -1,15 +1,19 @@
 //! Work spread over threads and written in order: `parallel::ordered` against a plain
-//! loop, and line-mode `bpe-encode` on many items against one record at a time.
+//! loop, and the line-mode encoding driver on many items against one record at a time.
 
 use std::fs;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use toksuite::encode::AllowedSpecial;
-use toksuite::model::Model;
-use toksuite::parallel::ordered;
+use crate::cmd::encode::{encode, EncodeConfig};
+use crate::cmd::train::{train, ModelType, TrainConfig};
+use crate::encode::AllowedSpecial;
+use crate::format::tokens::Format;
+use crate::input::Source;
+use crate::model::Model;
+use crate::parallel::ordered;
 
-use crate::common::{scratch, tool, Rng};
+use super::{scratch, Rng};
 
 /// Work whose cost varies a lot from item to item, so that threads finish out of order.
 fn uneven_work(seed: u64, item: u64) -> u64 {
@@ -145,48 +149,61 @@ fn many_lines(rng: &mut Rng) -> Vec<u8> {
 fn one_record_at_a_time(model: &Model, text: &[u8]) -> (Vec<u8>, u64, u64) {
     let mut out = Vec::new();
     let (mut tokens, mut unknown) = (0u64, 0u64);
-    for line in toksuite::input::Lines::new(text) {
+    for line in crate::input::Lines::new(text) {
         let ids = match model {
-            Model::Bpe(m) => toksuite::encode::encode(m, &AllowedSpecial::None, line).unwrap(),
+            Model::Bpe(m) => crate::encode::encode(m, &AllowedSpecial::None, line).unwrap(),
             Model::Word(m) => {
                 let mut ids = Vec::new();
-                toksuite::word::encode(m, line, &mut ids);
+                crate::word::encode(m, line, &mut ids);
                 unknown += ids.iter().filter(|&&id| id == m.unk_id).count() as u64;
                 ids
             }
         };
         tokens += ids.len() as u64;
-        toksuite::format::ids::push_ids(&mut out, &ids);
+        crate::format::ids::push_ids(&mut out, &ids);
         out.push(b'\n');
     }
     (out, tokens, unknown)
 }
 
+/// The encoding driver (the binary's one library call) in line mode, on a file mapped or
+/// read, on one to three threads, gives the ids and the totals of one record at a time.
+/// (`bpe-encode` from standard input is checked from the outside, tests/encode_threads.rs.)
 #[test]
 fn line_mode_encodes_many_items_alike_on_any_thread_count() {
     let dir = scratch("items");
     let mut rng = Rng::new(21);
     let text = many_lines(&mut rng);
     assert!(text.len() > 5 * (1 << 18));
-    fs::write(dir.join("in.txt"), &text).unwrap();
+    let input = dir.join("in.txt");
+    fs::write(&input, &text).unwrap();
     // Models from part of the text, so that the rest has unknown words.
-    fs::write(dir.join("part.txt"), &text[..200_000]).unwrap();
-    for (name, args) in [
-        ("bpe.json", &["--vocab-size", "400"][..]),
-        ("words.json", &["--model-type", "word"][..]),
-    ] {
-        tool("bpe-train", &dir)
-            .args(args)
-            .args(["-q", "-o", name, "part.txt"])
-            .assert()
-            .success();
-        let model = toksuite::format::load(dir.join(name).to_str().unwrap(), None).unwrap();
+    let part = dir.join("part.txt");
+    fs::write(&part, &text[..200_000]).unwrap();
+    for (model_type, vocab_size) in [(ModelType::Bpe, Some(400)), (ModelType::Word, None)] {
+        let config = TrainConfig {
+            model_type,
+            vocab_size,
+            ..TrainConfig::new()
+        };
+        let path = dir.join("model.json");
+        let mut model_file = Vec::new();
+        train(
+            &config,
+            &[Source::file(&part)],
+            &mut model_file,
+            &mut |_| {},
+        )
+        .unwrap();
+        fs::write(&path, &model_file).unwrap();
+        let model = crate::format::load(path.to_str().unwrap(), None).unwrap();
         let (expected, tokens, unknown) = one_record_at_a_time(&model, &text);
-        let records = toksuite::input::Lines::new(&text).count();
+        let records = crate::input::Lines::new(&text).count();
+        let newlines = text.iter().filter(|&&b| b == b'\n').count();
         let mut stats = format!(
-            "bpe-encode: records {records} tokens {tokens} bytes {} bytes/token {:.3}",
-            text.len() - memchr_count(&text),
-            (text.len() - memchr_count(&text)) as f64 / tokens as f64
+            "records {records} tokens {tokens} bytes {} bytes/token {:.3}",
+            text.len() - newlines,
+            (text.len() - newlines) as f64 / tokens as f64
         );
         if let Model::Word(_) = model {
             stats.push_str(&format!(
@@ -194,27 +211,34 @@ fn line_mode_encodes_many_items_alike_on_any_thread_count() {
                 100.0 * unknown as f64 / tokens as f64
             ));
         }
-        stats.push('\n');
-        for threads in ["1", "2", "3"] {
-            for mode in ["file", "no-mmap", "stdin"] {
-                let mut cmd = tool("bpe-encode", &dir);
-                cmd.args(["-m", name, "--no-header", "--stats", "-j", threads]);
-                match mode {
-                    "file" => cmd.arg("in.txt"),
-                    "no-mmap" => cmd.args(["--no-mmap", "in.txt"]),
-                    _ => cmd.write_stdin(text.clone()),
+        for threads in [1, 2, 3] {
+            for no_mmap in [false, true] {
+                let output = dir.join("ids.jsonl");
+                let config = EncodeConfig {
+                    model: model.clone(),
+                    whole: false,
+                    count: false,
+                    header: false,
+                    allowed_special: AllowedSpecial::None,
+                    threads,
+                    no_mmap,
+                    line_buffered: false,
+                    field: None,
+                    skip_invalid: false,
+                    format: Format::Ndjson,
+                    eot: None,
+                    bos: None,
+                    shard_tokens: None,
+                    output: Some(output.clone()),
                 };
-                let out = cmd.assert().success().get_output().clone();
+                let report = encode(&config, &[Source::file(&input)]).unwrap();
+                let what = format!("{model_type:?}, {threads} threads, no_mmap {no_mmap}");
                 assert!(
-                    out.stdout == expected,
-                    "{name}, -j {threads}, {mode}: ids differ from one record at a time"
+                    fs::read(&output).unwrap() == expected,
+                    "{what}: ids differ from one record at a time"
                 );
-                assert_eq!(String::from_utf8_lossy(&out.stderr), stats, "{name} {mode}");
+                assert_eq!(report.stats.summary(), stats, "{what}");
             }
         }
     }
-}
-
-fn memchr_count(text: &[u8]) -> usize {
-    text.iter().filter(|&&b| b == b'\n').count()
 }

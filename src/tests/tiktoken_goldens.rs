@@ -4,11 +4,11 @@
 
 use std::borrow::Cow;
 
-use toksuite::encode::{AllowedSpecial, Encoder};
-use toksuite::format::tiktoken;
-use toksuite::model::{BpeModel, ModelSource};
+use crate::encode::{AllowedSpecial, Encoder};
+use crate::format::tiktoken;
+use crate::model::{BpeModel, ModelSource};
 
-const GOLDENS: &str = include_str!("fixtures/encode/tiktoken-goldens.jsonl");
+const GOLDENS: &str = include_str!("../../tests/fixtures/encode/tiktoken-goldens.jsonl");
 
 fn decode(model: &BpeModel, ids: &[u32]) -> Vec<u8> {
     ids.iter()
@@ -19,8 +19,8 @@ fn decode(model: &BpeModel, ids: &[u32]) -> Vec<u8> {
 #[test]
 fn builtins_match_tiktoken_goldens() {
     let mut checked = 0;
-    for &name in toksuite::model::BUILTINS {
-        let model = toksuite::model::builtin(name).expect("builtin loads");
+    for &name in crate::model::BUILTINS {
+        let model = crate::model::builtin(name).expect("builtin loads");
         let none = Encoder::new(&model, &AllowedSpecial::None).unwrap();
         let all = Encoder::new(&model, &AllowedSpecial::All).unwrap();
         let mut whole_text = Vec::new();
@@ -73,17 +73,23 @@ fn builtins_equal_a_parse_of_their_rank_files() {
     let files: [(&str, &[u8]); 4] = [
         (
             "o200k_base",
-            include_bytes!("../assets/o200k_base.tiktoken"),
+            include_bytes!("../../assets/o200k_base.tiktoken"),
         ),
         (
             "cl100k_base",
-            include_bytes!("../assets/cl100k_base.tiktoken"),
+            include_bytes!("../../assets/cl100k_base.tiktoken"),
         ),
-        ("p50k_base", include_bytes!("../assets/p50k_base.tiktoken")),
-        ("r50k_base", include_bytes!("../assets/r50k_base.tiktoken")),
+        (
+            "p50k_base",
+            include_bytes!("../../assets/p50k_base.tiktoken"),
+        ),
+        (
+            "r50k_base",
+            include_bytes!("../../assets/r50k_base.tiktoken"),
+        ),
     ];
     for (name, file) in files {
-        let built = toksuite::model::builtin(name).unwrap();
+        let built = crate::model::builtin(name).unwrap();
         let parsed = tiktoken::load_rank_file(
             file,
             ModelSource::Builtin(name),
@@ -113,26 +119,26 @@ fn builtins_equal_a_parse_of_their_rank_files() {
 
 #[test]
 fn builtin_shapes() {
-    let o200k = toksuite::model::builtin("o200k_base").unwrap();
+    let o200k = crate::model::builtin("o200k_base").unwrap();
     assert_eq!(o200k.vocab_size(), 200_019);
     assert_eq!(o200k.source, ModelSource::Builtin("o200k_base"));
     assert_eq!(o200k.split.as_ref().unwrap().name, "o200k");
-    let p50k = toksuite::model::builtin("p50k_base").unwrap();
+    let p50k = crate::model::builtin("p50k_base").unwrap();
     // The rank gap at 50256 holds <|endoftext|>.
     assert_eq!(p50k.token(50256), Some(&b"<|endoftext|>"[..]));
     assert_eq!(p50k.vocab_size(), 50281);
-    let r50k = toksuite::model::builtin("r50k_base").unwrap();
+    let r50k = crate::model::builtin("r50k_base").unwrap();
     assert_eq!(r50k.vocab_size(), 50257);
     // Byte tokens are permuted: "!" is rank 0.
     assert_eq!(r50k.base_id_of_byte[b'!' as usize], 0);
-    assert!(toksuite::model::builtin("gpt5_base").is_none());
+    assert!(crate::model::builtin("gpt5_base").is_none());
 }
 
 #[test]
 fn every_token_encodes_to_itself() {
     // tiktoken's whole-piece rule: a piece that is a token is that token.
-    for &name in toksuite::model::BUILTINS {
-        let model = toksuite::model::builtin(name).unwrap();
+    for &name in crate::model::BUILTINS {
+        let model = crate::model::builtin(name).unwrap();
         let mut no_split = model.clone();
         no_split.split = None;
         let enc = Encoder::new(&no_split, &AllowedSpecial::None).unwrap();
@@ -152,7 +158,7 @@ fn every_token_encodes_to_itself() {
     }
 }
 
-fn load(text: &str) -> toksuite::Result<BpeModel> {
+fn load(text: &str) -> crate::Result<BpeModel> {
     let source = ModelSource::File {
         name: "v.tiktoken".into(),
         sha256: String::new(),

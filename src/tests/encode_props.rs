@@ -3,14 +3,14 @@
 //! seeded random models and inputs; parallel paths equal the single-record path; and
 //! decoding (concatenating token bytes) gives the input back.
 
+use crate::encode::{encode_batch, AllowedSpecial, Encoder};
+use crate::format::tiktoken;
+use crate::model::{identity_bytes, BpeModel, ModelSource, SpecialToken};
+use crate::pretokenize::SplitSpec;
+use crate::pretokenize::{self, Splitter};
 use ahash::AHashMap;
-use toksuite::encode::{encode_batch, AllowedSpecial, Encoder};
-use toksuite::format::tiktoken;
-use toksuite::model::{identity_bytes, BpeModel, ModelSource, SpecialToken};
-use toksuite::pretokenize::SplitSpec;
-use toksuite::pretokenize::{self, Splitter};
 
-pub(crate) use crate::common::Rng;
+use super::Rng;
 
 /// A model-file style model from its merges (ids 256.. in order), identity base ids.
 pub fn model_from_merges(
@@ -542,7 +542,7 @@ fn builtins_on_long_chunks_equal_the_whole_sequence_encoder() {
     let text = "Nel mezzo del cammin di nostra vita mi ritrovai per una selva oscura, \
                 ché la diritta via era smarrita. Ахкакадуро тяжко говорить! 東京都は日本の首都です。";
     for name in ["o200k_base", "cl100k_base"] {
-        let model = toksuite::model::builtin(name).unwrap();
+        let model = crate::model::builtin(name).unwrap();
         let mut none = model.clone();
         none.split = None;
         let lengths = [33usize, 511, 512, 513, 1023, 1024, 1025, 1537, 5000, 30_000];

@@ -1,7 +1,7 @@
 //! attn: the PyTorch-compatible generator against bit patterns verified with real PyTorch
 //! (project note pytorch-rng.md, §1.2-§1.9).
 
-use toksuite::attn::{LazyEmbedding, NormalFill, TorchRng};
+use crate::attn::{LazyEmbedding, NormalFill, TorchRng};
 
 #[test]
 fn mt19937_check_values() {
@@ -133,7 +133,7 @@ fn tail_block_consumes_sixteen_fresh_draws() {
     let mut c = TorchRng::new(123);
     c.skip(20);
     let mut d: [f32; 16] = std::array::from_fn(|_| c.uniform_f32());
-    toksuite::attn::rng::transform16(&mut d, NormalFill::Avx2);
+    crate::attn::rng::transform16(&mut d, NormalFill::Avx2);
     assert_eq!(bits(&v[4..]), bits(&d));
 }
 
@@ -159,7 +159,7 @@ fn row_by_walking(seed: u64, id: u64, dim: u64, fill: NormalFill) -> Vec<f32> {
             let mut rng = TorchRng::new(seed);
             rng.skip(16 * b);
             let mut d: [f32; 16] = std::array::from_fn(|_| rng.uniform_f32());
-            toksuite::attn::rng::transform16(&mut d, fill);
+            crate::attn::rng::transform16(&mut d, fill);
             (16 * b..16 * b + 16).zip(d)
         })
         .filter(|&(i, _)| (s..e).contains(&i))

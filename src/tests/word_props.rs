@@ -1,14 +1,14 @@
-//! Tests of the word-based tokenizer (src/word.rs): the seed's example, Python's
+//! Tests of the word-based tokenizer (src/word/): the seed's example, Python's
 //! whitespace, vocabulary selection, the model file, and the fast (parallel, streaming)
 //! trainer and encoder against a deliberately naive reference on seeded random inputs.
 
 use std::collections::HashMap;
 
+use crate::model::ModelSource;
+use crate::word::WordModel;
+use crate::word::{self, WordCounter, WordEncoder};
+use crate::ErrorKind;
 use serde_json::{Map, Value};
-use toksuite::model::ModelSource;
-use toksuite::word::WordModel;
-use toksuite::word::{self, WordCounter, WordEncoder};
-use toksuite::ErrorKind;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/word");
 
@@ -45,15 +45,15 @@ fn source() -> ModelSource {
 /// Writes a model and reads it back through `parse_model`.
 fn round_trip(model: &WordModel) -> WordModel {
     let mut file = Vec::new();
-    toksuite::format::word_file::write_model(&mut file, model).unwrap();
+    crate::format::word_file::write_model(&mut file, model).unwrap();
     parse_file(&file).unwrap()
 }
 
-fn parse_file(file: &[u8]) -> toksuite::Result<WordModel> {
+fn parse_file(file: &[u8]) -> crate::Result<WordModel> {
     let mut lines = file.split(|&b| b == b'\n').zip(1u64..).map(|(l, n)| (n, l));
     let (_, first) = lines.next().unwrap();
     let header: Map<String, Value> = serde_json::from_slice(first).unwrap();
-    toksuite::format::word_file::parse_model(&header, &mut lines, 0, source(), "test.json")
+    crate::format::word_file::parse_model(&header, &mut lines, 0, source(), "test.json")
 }
 
 fn model_words(model: &WordModel) -> Vec<Vec<u8>> {
@@ -106,7 +106,7 @@ fn seed_model_file_is_the_golden_one() {
     // The seed's sentence after `tr -d ,`, with the newline `echo` adds.
     let model = word::train(b"Life is short eat dessert first\n", None, 2).unwrap();
     let mut file = Vec::new();
-    toksuite::format::word_file::write_model(&mut file, &model).unwrap();
+    crate::format::word_file::write_model(&mut file, &model).unwrap();
     assert_eq!(
         String::from_utf8(file).unwrap(),
         String::from_utf8(fixture("seed-words.json")).unwrap()
@@ -240,7 +240,7 @@ fn python_goldens_for_a_text_full_of_unicode_spaces() {
             }
             let model = counter.finish(vocab).unwrap();
             let mut file = Vec::new();
-            toksuite::format::word_file::write_model(&mut file, &model).unwrap();
+            crate::format::word_file::write_model(&mut file, &model).unwrap();
             assert_eq!(
                 String::from_utf8(file).unwrap(),
                 String::from_utf8(fixture(golden)).unwrap(),
@@ -265,7 +265,7 @@ fn model_files_round_trip_including_invalid_utf8_words() {
     let text = b"caf\xc3\xa9 \xff\xfe ab \"q\\ \xff\xfe \xe3\x80 [UNK] \x01\x7f ab";
     let model = word::train(text, None, 1).unwrap();
     let mut file = Vec::new();
-    toksuite::format::word_file::write_model(&mut file, &model).unwrap();
+    crate::format::word_file::write_model(&mut file, &model).unwrap();
     let file_text = String::from_utf8(file.clone()).unwrap();
     assert!(
         file_text.contains(r#"{"id":5,"hex":"e380","count":1}"#),
@@ -406,7 +406,7 @@ fn malformed_models_are_data_errors_with_line_numbers() {
 // ---------------------------------------------------------------------------------------
 // Fast against naive, on seeded random inputs.
 
-use crate::common::Rng;
+use super::Rng;
 
 /// Pieces random texts are made of: tiny word alphabets (many ties, runs like `aaaa`),
 /// every kind of whitespace, and bytes that are not valid UTF-8 (truncated whitespace
@@ -671,50 +671,6 @@ fn words_differing_only_in_trailing_nuls_or_length_stay_apart() {
     assert_eq!(out, text.as_bytes());
 }
 
-// ---------------------------------------------------------------------------------------
-// The seed in one pipe, with the built binaries.
-
-#[test]
-fn seed_pipeline_script_prints_the_seeds_attention_table() {
-    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_bpe-train"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("word-seed-pipeline");
-    let _ = std::fs::remove_dir_all(&dir);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/seed-pipeline.sh");
-    let output = std::process::Command::new("sh")
-        .arg(script)
-        .arg(&dir)
-        .env("TOKSUITE_BIN", &bin_dir)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    // The vocabulary is the seed's, written as the golden model file.
-    assert_eq!(
-        std::fs::read(dir.join("words.json")).unwrap(),
-        fixture("seed-words.json")
-    );
-    // One line: the seed's 6x4 table (printed there to 4 decimals; attn agrees with
-    // PyTorch to 1e-4).
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "{stdout}");
-    let got: Vec<Vec<f64>> = serde_json::from_str(lines[0]).unwrap();
-    let want: Vec<Vec<f64>> = serde_json::from_slice(&fixture("seed-context.json")).unwrap();
-    assert_eq!(got.len(), 6);
-    for (g, w) in got.iter().zip(&want) {
-        assert_eq!(g.len(), 4);
-        for (a, b) in g.iter().zip(w) {
-            assert!((a - b).abs() <= 1.5e-4, "{got:?} vs {want:?}");
-        }
-    }
-}
-
 #[test]
 fn the_plain_line_fast_path_reads_what_the_json_parser_reads() {
     let mut rng = Rng(0x5eed_0005);
@@ -722,7 +678,7 @@ fn the_plain_line_fast_path_reads_what_the_json_parser_reads() {
         let text = random_text(&mut rng, 80);
         let model = word::train(&text, None, 1).unwrap();
         let mut file = Vec::new();
-        toksuite::format::word_file::write_model(&mut file, &model).unwrap();
+        crate::format::word_file::write_model(&mut file, &model).unwrap();
         // The same lines re-serialized by serde_json (keys sorted, so not the fast form).
         let mut resorted = Vec::new();
         for line in file.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
@@ -1052,9 +1008,9 @@ fn model_text_read_in_two_halves_matches_the_sequential_reader() {
             serde_json::from_str(r#"{"kind":"word","version":1}"#).unwrap();
         let mut numbered = body.split(|&b| b == b'\n').zip(2u64..).map(|(l, n)| (n, l));
         let sequential =
-            toksuite::format::word_file::parse_model(&header, &mut numbered, 0, source(), "m.json");
+            crate::format::word_file::parse_model(&header, &mut numbered, 0, source(), "m.json");
         let halves =
-            toksuite::format::word_file::parse_model_text(&header, &body, 0, source(), "m.json");
+            crate::format::word_file::parse_model_text(&header, &body, 0, source(), "m.json");
         match (sequential, halves) {
             (Ok(a), Ok(b)) => {
                 assert_eq!(a.words(), b.words());
@@ -1076,7 +1032,9 @@ fn model_text_read_in_two_halves_matches_the_sequential_reader() {
 /// as the library gives for the text in one go.
 #[test]
 fn whole_input_encodes_alike_on_any_thread_count() {
-    let dir = crate::common::scratch("wordwhole");
+    use crate::cmd::encode::{encode, EncodeConfig};
+    use crate::input::Source;
+    let dir = super::scratch("wordwhole");
     let mut rng = Rng(0x5eed_000a);
     let mut text = Vec::new();
     while text.len() < 1_300_000 {
@@ -1087,49 +1045,45 @@ fn whole_input_encodes_alike_on_any_thread_count() {
             text.extend(std::iter::repeat_n(b'a', len));
         }
     }
-    let train_on = &text[..text.len() / 3];
-    let model = word::train(train_on, Some(40), 1).unwrap();
-    std::fs::write(dir.join("in.txt"), &text).unwrap();
-    std::fs::write(dir.join("train.txt"), train_on).unwrap();
-    crate::common::tool("bpe-train", &dir)
-        .args([
-            "--model-type",
-            "word",
-            "--vocab-size",
-            "40",
-            "-o",
-            "w.json",
-            "train.txt",
-        ])
-        .assert()
-        .success();
+    let model = word::train(&text[..text.len() / 3], Some(40), 1).unwrap();
+    let input = dir.join("in.txt");
+    std::fs::write(&input, &text).unwrap();
     let mut ids = Vec::new();
     let unknown = word::encode(&model, &text, &mut ids);
     let mut expected = Vec::new();
-    toksuite::format::ids::push_ids(&mut expected, &ids);
+    crate::format::ids::push_ids(&mut expected, &ids);
     expected.push(b'\n');
-    for threads in ["1", "2", "3"] {
-        let out = crate::common::tool("bpe-encode", &dir)
-            .args([
-                "-m",
-                "w.json",
-                "--whole",
-                "--no-header",
-                "--stats",
-                "-j",
-                threads,
-                "in.txt",
-            ])
-            .assert()
-            .success()
-            .get_output()
-            .clone();
-        assert!(out.stdout == expected, "-j {threads}: ids differ");
-        let stats = String::from_utf8_lossy(&out.stderr).into_owned();
+    for threads in [1, 2, 3] {
+        let output = dir.join("ids.jsonl");
+        let config = EncodeConfig {
+            model: crate::model::Model::Word(model.clone()),
+            whole: true,
+            count: false,
+            header: false,
+            allowed_special: crate::encode::AllowedSpecial::None,
+            threads,
+            no_mmap: false,
+            line_buffered: false,
+            field: None,
+            skip_invalid: false,
+            format: crate::format::tokens::Format::Ndjson,
+            eot: None,
+            bos: None,
+            shard_tokens: None,
+            output: Some(output.clone()),
+        };
+        let stats = encode(&config, &[Source::file(&input)])
+            .unwrap()
+            .stats
+            .summary();
+        assert!(
+            std::fs::read(&output).unwrap() == expected,
+            "{threads} threads: ids differ"
+        );
         assert!(
             stats.contains(&format!("tokens {} ", ids.len()))
                 && stats.contains(&format!("unknown {unknown} ")),
-            "-j {threads}: {stats}"
+            "{threads} threads: {stats}"
         );
     }
 }
