@@ -98,7 +98,7 @@ impl Error {
     }
 
     /// The error's kind.
-    pub fn kind(&self) -> ErrorKind {
+    pub(crate) fn kind(&self) -> ErrorKind {
         self.kind
     }
 
@@ -108,7 +108,7 @@ impl Error {
     }
 
     /// The message without location.
-    pub fn message(&self) -> &str {
+    pub(crate) fn message(&self) -> &str {
         &self.message
     }
 
@@ -118,7 +118,7 @@ impl Error {
     }
 
     /// The process exit status for this error.
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         match self.kind {
             ErrorKind::Usage => 2,
             ErrorKind::Data | ErrorKind::Io => 1,

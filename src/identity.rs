@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 
 /// Where a model came from; id-stream headers name it (docs/formats.md, "Id streams").
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ModelSource {
+pub(crate) enum ModelSource {
     /// A model compiled into the binaries (`o200k_base`, ...).
     Builtin(&'static str),
     /// A model file, by the name the user gave and the SHA-256 of its bytes (lowercase hex).
@@ -14,7 +14,7 @@ pub enum ModelSource {
 }
 
 /// Lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 

@@ -663,13 +663,13 @@ impl RunReader<'_> {
 }
 
 /// The lines of a byte slice, as `for_each_line` defines them.
-pub struct Lines<'a> {
+pub(crate) struct Lines<'a> {
     rest: &'a [u8],
 }
 
 impl<'a> Lines<'a> {
     /// Lines of `text`.
-    pub fn new(text: &'a [u8]) -> Lines<'a> {
+    pub(crate) fn new(text: &'a [u8]) -> Lines<'a> {
         Lines { rest: text }
     }
 }

@@ -15,10 +15,10 @@ pub mod encode;
 pub mod error;
 pub mod format;
 mod hugemem;
-pub mod identity;
+pub(crate) mod identity;
 pub mod input;
 pub mod model;
-pub mod parallel;
+pub(crate) mod parallel;
 pub mod pretokenize;
 #[cfg(test)]
 mod test_rng;

@@ -94,7 +94,7 @@ struct Queue<I> {
 /// memory stays bounded by `ahead` results. When `write` returns `Break(value)` no
 /// further item is taken and `Some(value)` is returned; `None` when every result was
 /// written. A panic in `work` is resumed on the calling thread.
-pub fn ordered<I, R, B>(
+pub(crate) fn ordered<I, R, B>(
     threads: usize,
     ahead: usize,
     items: I,

@@ -126,7 +126,7 @@ impl Simd {
 
     /// Every path, fastest first. Any of them runs on any CPU of the architecture (one
     /// whose features the CPU lacks runs its shape compiled for the baseline).
-    pub fn all() -> [Simd; 3] {
+    pub(crate) fn all() -> [Simd; 3] {
         [Simd::Avx512, Simd::Avx2, Simd::Portable]
     }
 

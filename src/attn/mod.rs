@@ -26,9 +26,9 @@
 //!   (`scripts/bench-attn-job.sh` sets it beside PyTorch's whole job: 6.2-6.5 s CPU
 //!   against PyTorch's 13.4-14.3 s for its process and 7.9-8.4 s for its compute).
 
-pub mod format;
+pub(crate) mod format;
 pub mod kernel;
-pub mod reference;
+pub(crate) mod reference;
 pub mod rng;
 
 use std::io::{BufRead, Write};
@@ -133,7 +133,7 @@ fn check_buffer(what: &str, a: usize, b: usize, c: usize) -> Result<()> {
 
 /// One head's projections, each `dim` rows (row-major), as `x @ W` uses them.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Head {
+pub(crate) struct Head {
     /// `dim x d_kq`.
     w_query: Vec<f32>,
     /// `dim x d_kq`.
@@ -144,7 +144,7 @@ pub struct Head {
 
 /// Where embedding rows come from.
 #[derive(Clone)]
-pub enum Embedding {
+pub(crate) enum Embedding {
     /// Drawn on demand, as `nn.Embedding` would hold them.
     Drawn(LazyEmbedding),
     /// Given in full, `vocab_size x dim` row-major.
@@ -157,17 +157,17 @@ pub enum Embedding {
 #[derive(Clone)]
 pub struct Weights {
     /// Rows of the embedding table (0 when absent).
-    pub vocab_size: usize,
+    pub(crate) vocab_size: usize,
     /// Embedding width.
-    pub dim: usize,
+    pub(crate) dim: usize,
     /// Query and key width per head.
-    pub d_kq: usize,
+    pub(crate) d_kq: usize,
     /// Value width per head.
-    pub d_v: usize,
+    pub(crate) d_v: usize,
     /// The embedding table.
-    pub embedding: Embedding,
+    pub(crate) embedding: Embedding,
     /// The heads, in order.
-    pub heads: Vec<Head>,
+    pub(crate) heads: Vec<Head>,
 }
 
 impl Weights {
@@ -199,7 +199,7 @@ impl Weights {
 
     /// Embedding rows for `ids`, row-major, drawn on up to `threads` threads. An id
     /// outside the vocabulary is an error.
-    pub fn embed(&self, ids: &[u32], threads: usize) -> Result<Vec<f32>> {
+    pub(crate) fn embed(&self, ids: &[u32], threads: usize) -> Result<Vec<f32>> {
         if let Some(&bad) = ids.iter().find(|&&id| id as usize >= self.vocab_size) {
             return Err(Error::data(match self.embedding {
                 Embedding::Absent => {
@@ -486,7 +486,7 @@ impl Default for Options {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Embedded {
     /// Row-major numbers.
-    pub data: Vec<f32>,
+    pub(crate) data: Vec<f32>,
     /// Number of rows (tokens).
     rows: usize,
 }
@@ -671,7 +671,12 @@ impl Attn {
     }
 
     /// Writes one output record (rows of `cols` numbers) in the run's format.
-    pub fn write_rows(&self, w: &mut dyn Write, data: &[f32], cols: usize) -> std::io::Result<()> {
+    pub(crate) fn write_rows(
+        &self,
+        w: &mut dyn Write,
+        data: &[f32],
+        cols: usize,
+    ) -> std::io::Result<()> {
         format::write_record(w, data, cols, self.options.format, self.options.precision)
     }
 }

@@ -46,11 +46,12 @@ pub(crate) fn weights(shape: &Shape, q: View, k: View) -> Vec<f32> {
     out
 }
 
+#[cfg(test)]
 /// The naive twin of the fast kernel, in f64: for every head and query, the whole row of
 /// scores, its softmax (causal mask applied) and the weighted sum of values, each in one
 /// pass over the materialised row. t rows of `heads * d_v`. Tests hold
 /// [`super::kernel::attention`] to it.
-pub fn attention_f64(shape: &Shape, q: View, k: View, v: View) -> Vec<f64> {
+pub(crate) fn attention_f64(shape: &Shape, q: View, k: View, v: View) -> Vec<f64> {
     let (h, dk, dv, t, s) = (shape.heads, shape.d_kq, shape.d_v, shape.t, shape.s);
     let row = |m: &View, i: usize, col: usize, len: usize| -> Vec<f64> {
         m.data[m.offset + i * m.stride + col..][..len]

@@ -82,7 +82,7 @@ impl TorchRng {
     }
 
     /// One 32-bit draw (`CPUGeneratorImpl::random`).
-    pub fn next_u32(&mut self) -> u32 {
+    pub(crate) fn next_u32(&mut self) -> u32 {
         self.left -= 1;
         if self.left == 0 {
             self.twist();
@@ -96,7 +96,7 @@ impl TorchRng {
     }
 
     /// Skips `count` 32-bit draws without tempering them: whole twists are done in bulk.
-    pub fn skip(&mut self, mut count: u64) {
+    pub(crate) fn skip(&mut self, mut count: u64) {
         loop {
             let avail = (self.left - 1) as u64;
             if count <= avail {
@@ -112,7 +112,7 @@ impl TorchRng {
     }
 
     /// One `torch.rand` float32 sample in [0, 1).
-    pub fn uniform_f32(&mut self) -> f32 {
+    pub(crate) fn uniform_f32(&mut self) -> f32 {
         let u = self.next_u32();
         (u & 0x00ff_ffff) as f32 * (1.0 / 16_777_216.0)
     }
@@ -131,7 +131,7 @@ impl TorchRng {
 
     /// One standard normal sample from PyTorch's per-element double path,
     /// used for tensors of fewer than 16 elements; the sine sample is cached.
-    pub fn normal_scalar(&mut self) -> f64 {
+    pub(crate) fn normal_scalar(&mut self) -> f64 {
         if let Some(v) = self.cached_normal.take() {
             return v;
         }
@@ -165,7 +165,7 @@ impl TorchRng {
 }
 
 /// Box-Muller on one 16-block, in place: element j < 8 pairs with j + 8.
-pub fn transform16(d: &mut [f32; 16], fill: NormalFill) {
+pub(crate) fn transform16(d: &mut [f32; 16], fill: NormalFill) {
     for j in 0..8 {
         let u1 = 1.0f32 - d[j];
         let u2 = d[j + 8];
@@ -388,13 +388,14 @@ impl LazyEmbedding {
     }
 
     /// The whole table, row-major (what `nn.Embedding` holds).
-    pub fn full(&self) -> Vec<f32> {
+    pub(crate) fn full(&self) -> Vec<f32> {
         TorchRng::new(self.seed).normal_f32(self.vocab * self.dim, self.fill)
     }
 
+    #[cfg(test)]
     /// Draws walked over so far by [`LazyEmbedding::rows`] (to show that what was
     /// walked to is kept).
-    pub fn draws_walked(&self) -> u64 {
+    pub(crate) fn draws_walked(&self) -> u64 {
         self.kept
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -63,7 +63,7 @@ pub struct TrainConfig {
 
 impl TrainConfig {
     /// A BPE training run with the defaults of `bpe-train` (no flags given).
-    pub fn new() -> TrainConfig {
+    pub(crate) fn new() -> TrainConfig {
         TrainConfig {
             model_type: ModelType::Bpe,
             vocab_size: None,
@@ -572,9 +572,9 @@ fn train_documents(
         return write_model(out, None, &config.specials, &merges, vocab_size, events);
     };
     let splitter = Splitter::new(spec)?;
-    let mut counter = DocumentChunks::new(&splitter, config.threads);
+    let mut counter = RecordCounter::new(&splitter, &cutter, config.threads);
     let skipped = each_document(&mut |doc| {
-        cutter.for_each_piece(doc, &mut |piece| counter.feed(piece));
+        counter.feed_record(doc);
         Ok(())
     })?;
     report(skipped, events);
@@ -617,85 +617,4 @@ fn counts_or_model(
         vocab_size,
         events,
     )
-}
-
-/// Counts the chunks of documents, each split on its own, on the threads: documents are
-/// gathered into batches (about 4 MiB per thread), each batch's documents shared out in
-/// order over the threads, and the counts merged in document order, so the chunks keep
-/// their first-appearance order.
-struct DocumentChunks<'s> {
-    splitter: &'s Splitter,
-    threads: usize,
-    text: Vec<u8>,
-    ends: Vec<usize>,
-    counts: ChunkCounts,
-}
-
-impl<'s> DocumentChunks<'s> {
-    fn new(splitter: &'s Splitter, threads: usize) -> DocumentChunks<'s> {
-        DocumentChunks {
-            splitter,
-            threads: threads.max(1),
-            text: Vec::new(),
-            ends: Vec::new(),
-            counts: ChunkCounts::new(),
-        }
-    }
-
-    fn feed(&mut self, document: &[u8]) {
-        self.text.extend_from_slice(document);
-        self.ends.push(self.text.len());
-        if self.text.len() >= self.threads * (4 << 20) {
-            self.count_batch();
-        }
-    }
-
-    fn count_batch(&mut self) {
-        let (text, ends, splitter) = (&self.text, &self.ends, self.splitter);
-        // Contiguous groups of documents of about equal bytes, one per thread.
-        let mut groups = Vec::with_capacity(self.threads);
-        let (mut start, mut doc) = (0, 0);
-        for k in 1..=self.threads {
-            let target = text.len() * k / self.threads;
-            let first_doc = doc;
-            while doc < ends.len() && (ends[doc] <= target || k == self.threads) {
-                doc += 1;
-            }
-            groups.push((start, first_doc, doc));
-            start = if doc > 0 { ends[doc - 1] } else { 0 };
-        }
-        let count = |&(mut at, from, to): &(usize, usize, usize)| {
-            let mut counts = ChunkCounts::new();
-            for &end in &ends[from..to] {
-                splitter.split(&text[at..end], &mut |chunk| counts.add(chunk, 1));
-                at = end;
-            }
-            counts
-        };
-        let partial: Vec<ChunkCounts> = if self.threads == 1 {
-            groups.iter().map(count).collect()
-        } else {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = groups
-                    .iter()
-                    .map(|group| scope.spawn(move || count(group)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .zip(&groups)
-                    .map(|(h, group)| h.join().unwrap_or_else(|_| count(group)))
-                    .collect()
-            })
-        };
-        for p in &partial {
-            self.counts.merge(p);
-        }
-        self.text.clear();
-        self.ends.clear();
-    }
-
-    fn finish(mut self) -> ChunkCounts {
-        self.count_batch();
-        self.counts
-    }
 }

@@ -31,7 +31,7 @@ const PAD: usize = 16;
 /// so that each token is one fixed-width copy and growing never re-zeroes what was
 /// written (a `Vec` truncated after every record would be zero-filled again).
 #[derive(Default)]
-pub struct DecodeBuf {
+pub(crate) struct DecodeBuf {
     buf: Vec<u8>,
     used: usize,
     /// The right parts waiting while a merge list's long token is written from its parts.
@@ -40,7 +40,7 @@ pub struct DecodeBuf {
 
 impl DecodeBuf {
     /// The bytes written so far.
-    pub fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         &self.buf[..self.used]
     }
 
@@ -50,14 +50,14 @@ impl DecodeBuf {
     }
 
     /// Appends bytes.
-    pub fn extend_from_slice(&mut self, bytes: &[u8]) {
+    pub(crate) fn extend_from_slice(&mut self, bytes: &[u8]) {
         self.room(bytes.len());
         self.buf[self.used..self.used + bytes.len()].copy_from_slice(bytes);
         self.used += bytes.len();
     }
 
     /// Appends one byte.
-    pub fn push(&mut self, byte: u8) {
+    pub(crate) fn push(&mut self, byte: u8) {
         self.extend_from_slice(&[byte]);
     }
 
@@ -101,7 +101,7 @@ struct Slot([u8; PAD]);
 /// tokens' branch and second lookup).
 ///
 /// [`decode_lines`]: DecodeTable::decode_lines
-pub struct DecodeTable {
+pub(crate) struct DecodeTable {
     /// `offset << 32 | length` of each id's bytes in `bytes`; offset [`DERIVED`]: a merge
     /// list's token of 16 bytes or more, written from its parts.
     spans: Vec<u64>,
@@ -124,7 +124,7 @@ const DERIVED: u64 = u32::MAX as u64;
 
 impl DecodeTable {
     /// The table of `model` (special tokens included).
-    pub fn new(model: &Model) -> DecodeTable {
+    pub(crate) fn new(model: &Model) -> DecodeTable {
         let mut spans = Vec::new();
         let mut bytes = Vec::new();
         let mut merges = Vec::new();
@@ -235,7 +235,7 @@ impl DecodeTable {
     /// returns true; returns false, with `out` as it was, for anything else
     /// (whitespace, an unknown id, a malformed line), which the caller hands to the
     /// general parser for its exact reading or error message.
-    pub fn decode_record(&self, line: &[u8], out: &mut DecodeBuf) -> bool {
+    pub(crate) fn decode_record(&self, line: &[u8], out: &mut DecodeBuf) -> bool {
         let [b'[', inner @ .., b']'] = line else {
             return false;
         };
@@ -298,7 +298,12 @@ impl DecodeTable {
     /// One pass over the lines, with no per-line call or search for the line's end:
     /// measured on the 32k stream (558,607 lines of 10 ids on average), the per-line
     /// `memchr` and call of [`decode_record`](Self::decode_record) cost ~15% more.
-    pub fn decode_lines(&self, text: &[u8], newlines: bool, out: &mut DecodeBuf) -> Option<u64> {
+    pub(crate) fn decode_lines(
+        &self,
+        text: &[u8],
+        newlines: bool,
+        out: &mut DecodeBuf,
+    ) -> Option<u64> {
         // Every byte is checked once: a digit by `nondigits`, the others where they must
         // be. (A first pass that checked the bytes' set, as `decode_ids_text` once did,
         // took ~20% of this function's time, being the one that met the input in memory.)
@@ -424,7 +429,7 @@ impl DecodeTable {
     /// brackets cut after commas): `text` ends with the comma before the next piece
     /// unless it is the `last`. False (with `out` in an unspecified state) when the
     /// piece is not of that form or names an id outside the vocabulary.
-    pub fn decode_piece(&self, text: &[u8], last: bool, out: &mut DecodeBuf) -> bool {
+    pub(crate) fn decode_piece(&self, text: &[u8], last: bool, out: &mut DecodeBuf) -> bool {
         let ids = match text.split_last() {
             Some((b',', ids)) if !last => ids,
             _ if !last => return false,

@@ -213,7 +213,7 @@ impl<'m> Encoder<'m> {
             None => None,
         };
         // The built-in vocabularies need no whole-token map: BPE turns every one of
-        // their tokens into itself (tests/tiktoken_goldens.rs checks all of them), and
+        // their tokens into itself (src/tests/tiktoken_goldens.rs checks all of them), and
         // the map would cost ~10 ms of start-up.
         let builtin = matches!(model.source, ModelSource::Builtin(name)
             if crate::model::BUILTINS.contains(&name));
@@ -438,58 +438,6 @@ impl<'m> Encoder<'m> {
             _ => self.bpe_heap(scratch, bytes, out),
         }
     }
-}
-
-/// Encodes each record (in order) over `threads` threads; the result is what
-/// [`Encoder::encode`] gives for each record.
-pub fn encode_batch(enc: &Encoder, records: &[&[u8]], threads: usize) -> Vec<Vec<u32>> {
-    let mut results = Vec::with_capacity(records.len());
-    for block in encode_blocks(enc, records, threads) {
-        results.extend(block.records().map(<[u32]>::to_vec));
-    }
-    results
-}
-
-/// The ids of consecutive records, all in one vector: record `k` is
-/// `ids[ends[k - 1]..ends[k]]` (from 0 for the first).
-#[derive(Default)]
-struct IdBlock {
-    ids: Vec<u32>,
-    ends: Vec<usize>,
-}
-
-impl IdBlock {
-    /// Each record's ids, in order.
-    fn records(&self) -> impl Iterator<Item = &[u32]> {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts.zip(&self.ends).map(|(s, &e)| &self.ids[s..e])
-    }
-}
-
-/// Encodes `records` over `threads` threads into blocks of consecutive records, in
-/// order: one vector of ids per block rather than one per record (whose allocation and
-/// growth were a visible share of encoding short lines).
-fn encode_blocks(enc: &Encoder, records: &[&[u8]], threads: usize) -> Vec<IdBlock> {
-    let threads = threads.max(1).min(records.len().max(1));
-    // Blocks handed out on demand keep both threads busy when record lengths vary.
-    let block = if threads == 1 {
-        records.len().max(1)
-    } else {
-        (records.len() / (threads * 8)).clamp(1, 256)
-    };
-    let mut blocks: Vec<IdBlock> = (0..records.len().div_ceil(block))
-        .map(|_| IdBlock::default())
-        .collect();
-    let work = blocks.iter_mut().zip(records.chunks(block));
-    let encode_block = |(out, recs): (&mut IdBlock, &[&[u8]])| {
-        enc.encode_records(recs, &mut out.ids, &mut out.ends)
-    };
-    if threads == 1 {
-        work.for_each(encode_block);
-    } else {
-        crate::parallel::on_demand(threads, work, || (), |_, item| encode_block(item), |_| ());
-    }
-    blocks
 }
 
 /// Convenience for callers that do not keep an [`Encoder`]: the ids of `text`.

@@ -74,9 +74,10 @@ pub(super) enum Piece {
 }
 
 impl Encoder<'_> {
+    #[cfg(test)]
     /// Encodes one record as [`encode`](Self::encode) does, cutting it at safe places
     /// and spreading the pieces over `threads` threads; the ids are the same.
-    pub fn encode_whole_parallel(&self, text: &[u8], threads: usize, out: &mut Vec<u32>) {
+    pub(crate) fn encode_whole_parallel(&self, text: &[u8], threads: usize, out: &mut Vec<u32>) {
         let result: std::result::Result<(), std::convert::Infallible> = self
             .encode_whole_streaming(text, threads, &mut |ids| {
                 out.extend_from_slice(ids);
@@ -85,6 +86,7 @@ impl Encoder<'_> {
         let Ok(()) = result;
     }
 
+    #[cfg(test)]
     /// Like [`encode_whole_parallel`](Self::encode_whole_parallel) but hands the ids to
     /// `sink` in order, a few megabytes of text at a time, so memory stays bounded
     /// whatever the size of `text`. Stops at the first error `sink` returns.
@@ -105,7 +107,7 @@ impl Encoder<'_> {
     /// follows (ending at a safe cut, or just after an allowed special token), or 0 when
     /// there is none yet (the caller then gives a longer part). The parts' ids together
     /// are the record's.
-    pub fn encode_part<E>(
+    pub(crate) fn encode_part<E>(
         &self,
         text: &[u8],
         first: bool,
@@ -201,6 +203,7 @@ impl Encoder<'_> {
         Ok(())
     }
 
+    #[cfg(test)]
     /// Cuts a `--whole` text into pieces whose encodings concatenate to the text's:
     /// allowed special tokens are pieces of their own, ordinary stretches are cut at
     /// safe places about every [`PIECE`] bytes.

@@ -47,11 +47,11 @@ const COUNTS_VERSION: u64 = 1;
 
 /// What a counts file's header says: how the text was cut into chunks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CountsHeader {
-    pub split: SplitSpec,
+pub(crate) struct CountsHeader {
+    pub(crate) split: SplitSpec,
     /// The special tokens the records were cut at, in `--special` order (their ids
     /// follow the merges in a model trained from the counts).
-    pub specials: Vec<String>,
+    pub(crate) specials: Vec<String>,
 }
 
 impl CountsHeader {
@@ -177,7 +177,7 @@ fn push_line(buf: &mut Vec<u8>, chunk: &[u8], count: u64, shard: &[u8], rank: u6
 
 /// Writes the counts of one shard (the map side): the header, then each distinct chunk
 /// in first-appearance order, its rank being its place in that order.
-pub fn write_counts(
+pub(crate) fn write_counts(
     w: &mut dyn Write,
     header: &CountsHeader,
     counts: &ChunkCounts,
@@ -408,7 +408,7 @@ fn parse_header(line: &[u8]) -> std::result::Result<CountsHeader, String> {
 
 /// Counts files merged (the reduce side): distinct chunks with summed counts and the
 /// smallest first position (shard key, rank) each was seen at.
-pub struct CountsMerger {
+pub(crate) struct CountsMerger {
     header: Option<(CountsHeader, String)>,
     counts: ChunkCounts,
     /// Per chunk: its first position's shard (an index into `shards`) and rank.
@@ -426,7 +426,7 @@ impl Default for CountsMerger {
 
 impl CountsMerger {
     /// Nothing read yet.
-    pub fn new() -> CountsMerger {
+    pub(crate) fn new() -> CountsMerger {
         CountsMerger {
             header: None,
             counts: ChunkCounts::new(),
@@ -451,8 +451,9 @@ impl CountsMerger {
         })
     }
 
+    #[cfg(test)]
     /// Reads the counts in `data` (a whole file's bytes), `file` naming it in messages.
-    pub fn read_bytes(&mut self, data: &[u8], file: &str) -> Result<()> {
+    pub(crate) fn read_bytes(&mut self, data: &[u8], file: &str) -> Result<()> {
         let mut last_shard: (Vec<u8>, u32) = (Vec::new(), u32::MAX);
         for (k, line) in input::Lines::new(data).enumerate() {
             let line_no = k as u64 + 1;
@@ -545,7 +546,7 @@ impl CountsMerger {
     /// The chunks' entry numbers in first-position order (shard key, then rank): the
     /// first-appearance order of the corpus. Two chunks with the same first position
     /// are an error (two shards were given the same key).
-    pub fn ordered(&self) -> Result<Vec<u32>> {
+    pub(crate) fn ordered(&self) -> Result<Vec<u32>> {
         let mut by_key: Vec<u32> = (0..self.shards.len() as u32).collect();
         by_key.sort_unstable_by(|&a, &b| self.shards[a as usize].cmp(&self.shards[b as usize]));
         let mut ord = vec![0u32; self.shards.len()];
@@ -580,7 +581,7 @@ impl CountsMerger {
     }
 
     /// Chunk `i` (an entry number) and its summed count.
-    pub fn chunk(&self, i: u32) -> (&[u8], u64) {
+    pub(crate) fn chunk(&self, i: u32) -> (&[u8], u64) {
         self.counts.get(i as usize).unwrap_or((&[], 0))
     }
 

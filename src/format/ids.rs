@@ -11,7 +11,7 @@ use crate::identity::ModelSource;
 /// Parses a JSON array of non-negative integers that fit in u32 into `out` (cleared
 /// first). Errors are short lowercase phrases for `WHERE: WHAT` messages, quoting what
 /// the line holds (`negative id -1`, `id 1e3 is not an integer`).
-pub fn parse_ids_into(line: &[u8], out: &mut Vec<u32>) -> std::result::Result<(), String> {
+pub(crate) fn parse_ids_into(line: &[u8], out: &mut Vec<u32>) -> std::result::Result<(), String> {
     out.clear();
     parse_ids_piece(line, PieceState::Start, true, out).map(|_| ())
 }
@@ -223,7 +223,7 @@ pub(crate) fn is_header(line: &[u8]) -> bool {
 }
 
 /// Appends `ids` as a compact JSON array (no newline) to `buf`.
-pub fn push_ids(buf: &mut Vec<u8>, ids: &[u32]) {
+pub(crate) fn push_ids(buf: &mut Vec<u8>, ids: &[u32]) {
     buf.push(b'[');
     for (k, &id) in ids.iter().enumerate() {
         if k > 0 {

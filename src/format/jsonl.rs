@@ -79,7 +79,7 @@ impl Problem {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineError {
     problem: Problem,
-    pub(crate) message: String,
+    pub message: String,
 }
 
 impl fmt::Display for LineError {

@@ -10,15 +10,15 @@
 //! the content says nothing).
 
 pub mod counts;
-pub mod hf;
-pub mod ids;
+pub(crate) mod hf;
+pub(crate) mod ids;
 pub(crate) mod json;
 pub mod jsonl;
-pub mod minbpe;
-pub mod model_file;
-pub mod tiktoken;
+pub(crate) mod minbpe;
+pub(crate) mod model_file;
+pub(crate) mod tiktoken;
 pub mod tokens;
-pub mod word_file;
+pub(crate) mod word_file;
 
 use std::fs;
 use std::io;
@@ -66,7 +66,7 @@ impl ModelFormat {
 #[derive(Debug)]
 pub struct Loaded {
     pub model: Model,
-    pub format: ModelFormat,
+    pub(crate) format: ModelFormat,
     pub(crate) notes: Vec<String>,
 }
 
@@ -120,7 +120,7 @@ pub fn load_with(
 
 /// Loads `-m MODEL` as [`load`] does, saying which format it was and with its notes.
 /// `options` apply to a rank file only: given for another format, they are a usage error.
-pub fn open(spec: &str, options: &RankFileOptions) -> Result<Loaded> {
+pub(crate) fn open(spec: &str, options: &RankFileOptions) -> Result<Loaded> {
     open_with(spec, options, LoadOptions::default())
 }
 

@@ -26,8 +26,9 @@ fn header_error(file: &str, message: impl Into<String>) -> Error {
     Error::data(message).at_line(file, 1)
 }
 
+#[cfg(test)]
 /// Parses a model file's bytes.
-pub fn parse(bytes: &[u8], source: ModelSource, file: &str) -> Result<Model> {
+pub(crate) fn parse(bytes: &[u8], source: ModelSource, file: &str) -> Result<Model> {
     parse_beside(bytes, source, file, || ()).0
 }
 

@@ -21,7 +21,7 @@ use crate::pretokenize::SplitSpec;
 /// record is one sequence) and special tokens. Every single byte must have a token,
 /// tokens and ranks must be unique, and special ids must not collide with ranks; the
 /// first problem is reported with its line as a data error.
-pub fn load_rank_file(
+pub(crate) fn load_rank_file(
     bytes: &[u8],
     source: ModelSource,
     split: Option<SplitSpec>,

@@ -17,7 +17,7 @@ use crate::word::{
 const FORMAT_VERSION: u64 = 1;
 
 /// Writes `model` as a model file (the format in the module documentation).
-pub fn write_model(w: &mut dyn Write, model: &WordModel) -> std::io::Result<()> {
+pub(crate) fn write_model(w: &mut dyn Write, model: &WordModel) -> std::io::Result<()> {
     let json = |v: &str| serde_json::to_string(v).map_err(std::io::Error::from);
     writeln!(
         w,
@@ -41,6 +41,7 @@ pub fn write_model(w: &mut dyn Write, model: &WordModel) -> std::io::Result<()> 
 /// Model files from this size on are read on two threads (see [`parse_model_text`]).
 pub(crate) const PARALLEL_MODEL_BYTES: usize = 1 << 20;
 
+#[cfg(test)]
 /// Reads a word model from the text of its file after the header line: `header` is line
 /// 1 (already parsed, its `kind` being `"word"`), `body` the rest. Errors carry `file` and
 /// the line number, exactly as [`parse_model`] reports them.
@@ -50,7 +51,7 @@ pub(crate) const PARALLEL_MODEL_BYTES: usize = 1 << 20;
 /// half takes its first id from its first line, which must then follow the first half's
 /// last. Anything unexpected (a malformed line, a repeated word, ids that do not join)
 /// sends the whole body through [`parse_model`], which finds and names the first problem.
-pub fn parse_model_text(
+pub(crate) fn parse_model_text(
     header: &Map<String, Value>,
     body: &[u8],
     parallel_min: usize,
@@ -157,7 +158,7 @@ fn read_piece(text: &[u8], mut first_id: Option<u64>) -> Option<Piece> {
 /// Reads a word model: `header` is line 1 (already parsed, its `kind` being `"word"`),
 /// `lines` the further lines with their 1-based line numbers, about `size_hint` of them
 /// (room is made for that many words). Errors carry `file` and the line number.
-pub fn parse_model(
+pub(crate) fn parse_model(
     header: &Map<String, Value>,
     lines: &mut dyn Iterator<Item = (u64, &[u8])>,
     size_hint: usize,

@@ -20,7 +20,7 @@ use crate::blob::{include_blob, le_words};
 use crate::pretokenize::{self, SplitSpec};
 
 /// The names of the built-in models, the default first.
-pub const BUILTINS: &[&str] = &["o200k_base", "cl100k_base", "p50k_base", "r50k_base"];
+pub(crate) const BUILTINS: &[&str] = &["o200k_base", "cl100k_base", "p50k_base", "r50k_base"];
 
 // The rank files as build.rs converted them (layout: `super::tables`).
 static O200K_BASE: &[u8] = include_blob!("o200k_base.bin");
@@ -36,7 +36,7 @@ const ENDOFPROMPT: &str = "<|endofprompt|>";
 
 /// The built-in model `name` (one of [`BUILTINS`]) with tiktoken's split pattern and
 /// special tokens, or `None` for any other name.
-pub fn builtin(name: &str) -> Option<BpeModel> {
+pub(crate) fn builtin(name: &str) -> Option<BpeModel> {
     let (name, bytes, split, specials): (&'static str, &[u8], &str, &[(&str, u32)]) = match name {
         "o200k_base" => (
             "o200k_base",

@@ -13,10 +13,10 @@ use std::sync::OnceLock;
 
 use ahash::AHashMap;
 
-pub use builtin::{builtin, BUILTINS};
+pub(crate) use builtin::{builtin, BUILTINS};
 pub(crate) use pairs::{PairIds, PairTable};
 
-pub use crate::identity::ModelSource;
+pub(crate) use crate::identity::ModelSource;
 use crate::pretokenize::SplitSpec;
 use crate::word::WordModel;
 
@@ -30,25 +30,25 @@ pub struct SpecialToken {
 /// A byte-pair-encoding model.
 #[derive(Debug, Clone)]
 pub struct BpeModel {
-    pub source: ModelSource,
+    pub(crate) source: ModelSource,
     /// `None` for byte-level BPE over each record as one sequence (`--split none`).
-    pub split: Option<SplitSpec>,
-    pub specials: Vec<SpecialToken>,
+    pub(crate) split: Option<SplitSpec>,
+    pub(crate) specials: Vec<SpecialToken>,
     /// `base_id_of_byte[b]` is the id that stands for byte `b` (identity for trained
     /// models; a permutation for the GPT vocabularies).
-    pub base_id_of_byte: [u32; 256],
+    pub(crate) base_id_of_byte: [u32; 256],
     /// For model files: `merges[k]` is the pair that made id `256 + k`. Empty for rank
     /// tables (tiktoken), whose pairs are all in `merge_ids`.
-    pub merges: Vec<(u32, u32)>,
+    pub(crate) merges: Vec<(u32, u32)>,
     /// Pair -> merged id. For model files, one pair per merge. For tiktoken rank tables,
     /// every split of a token into two tokens, so that "merge the adjacent pair with the
     /// lowest id, leftmost first" is exactly tiktoken's rank-based algorithm.
-    pub merge_ids: PairIds,
+    pub(crate) merge_ids: PairIds,
     /// Where each non-special id's bytes lie in the table of all token bytes (see
     /// [`BpeModel::token_bytes`]): `token_offsets[i]..token_offsets[i + 1]`. An id whose
     /// span is empty is not in the vocabulary (rank tables may have gaps). The built-in
     /// models borrow it from the binary (see `builtin::from_blob`).
-    pub token_offsets: Cow<'static, [u32]>,
+    pub(crate) token_offsets: Cow<'static, [u32]>,
     bytes: TokenBytes,
 }
 
@@ -126,7 +126,7 @@ impl BpeModel {
     /// The bytes id `id` stands for (special tokens included), or `None` for an id
     /// outside the vocabulary. For a merge list this builds the bytes of all its tokens
     /// on first use ([`BpeModel::token_bytes`]); [`BpeModel::write_token`] does not.
-    pub fn token(&self, id: u32) -> Option<&[u8]> {
+    pub(crate) fn token(&self, id: u32) -> Option<&[u8]> {
         match self.ordinary_span(id) {
             Some((start, end)) => Some(&self.token_bytes()[start..end]),
             None => self.special_text(id),
@@ -137,7 +137,7 @@ impl BpeModel {
     /// + 1]`. A merge list's are built on first use: for code that needs them all
     /// (writing them out); they can take gigabytes where the model file takes a few
     /// lines (the format's limit is [`MAX_TOKEN_BYTES`]).
-    pub fn token_bytes(&self) -> &[u8] {
+    pub(crate) fn token_bytes(&self) -> &[u8] {
         match &self.bytes {
             TokenBytes::Stored(bytes) => bytes,
             TokenBytes::Derived { base_bytes, all } => all.get_or_init(|| {
@@ -153,7 +153,7 @@ impl BpeModel {
     /// A rank table's token bytes (laid out as [`BpeModel::token_bytes`] says; borrowed
     /// from the binary for the built-ins); `None` for a merge list, whose bytes are
     /// derived.
-    pub fn stored_token_bytes(&self) -> Option<&Cow<'static, [u8]>> {
+    pub(crate) fn stored_token_bytes(&self) -> Option<&Cow<'static, [u8]>> {
         match &self.bytes {
             TokenBytes::Stored(bytes) => Some(bytes),
             TokenBytes::Derived { .. } => None,
@@ -226,7 +226,7 @@ impl BpeModel {
     }
 
     /// One more than the largest id, special tokens included.
-    pub fn vocab_size(&self) -> usize {
+    pub(crate) fn vocab_size(&self) -> usize {
         let ordinary = self.token_offsets.len().saturating_sub(1);
         self.specials
             .iter()
@@ -249,7 +249,7 @@ pub enum Model {
 impl Model {
     /// The vocabulary size (one past the largest id), as "not in the vocabulary" messages
     /// and token files' dtypes see it.
-    pub fn vocab_size(&self) -> usize {
+    pub(crate) fn vocab_size(&self) -> usize {
         match self {
             Model::Bpe(bpe) => bpe.vocab_size(),
             Model::Word(word) => word.unk_id as usize + 1,
@@ -349,17 +349,18 @@ fn token_bytes(base_id_of_byte: &[u32; 256], merges: &[(u32, u32)], offsets: &[u
 }
 
 /// The identity byte mapping of trained models.
-pub fn identity_bytes() -> [u32; 256] {
+pub(crate) fn identity_bytes() -> [u32; 256] {
     std::array::from_fn(|i| i as u32)
 }
 
 impl BpeModel {
+    #[cfg(test)]
     /// A model from a merge list (ids 256.. in order), as `bpe-train` produces it.
     ///
     /// # Panics
     /// If a merge uses an id not defined before it, or the tokens hold more than
     /// [`MAX_TOKEN_BYTES`] in all.
-    pub fn from_merges(
+    pub(crate) fn from_merges(
         source: ModelSource,
         split: Option<SplitSpec>,
         specials: Vec<SpecialToken>,

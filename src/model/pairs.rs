@@ -16,7 +16,7 @@ use super::tables::{insert_pair, pair_key, pair_table_bits, probe_pair, PAIR_EMP
 /// map itself: filling o200k_base's 446k pairs took ~22 of the ~34 ms that
 /// `echo hi | bpe-encode` took.
 #[derive(Debug, Clone, Default)]
-pub struct PairIds {
+pub(crate) struct PairIds {
     map: OnceLock<AHashMap<(u32, u32), u32>>,
     table: PairTable,
 }

@@ -8,18 +8,18 @@ use std::sync::OnceLock;
 use crate::blob::{include_blob, le_words};
 
 /// `\p{L}`.
-pub const L: u8 = 1;
+pub(crate) const L: u8 = 1;
 /// `\p{N}`.
-pub const N: u8 = 2;
+pub(crate) const N: u8 = 2;
 /// `\s`: Unicode `White_Space` in regex-syntax, and the same 25 code points in Python's
 /// `regex` module (checked code point by code point).
-pub const S: u8 = 4;
+pub(crate) const S: u8 = 4;
 /// o200k's `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`.
-pub const UP: u8 = 8;
+pub(crate) const UP: u8 = 8;
 /// o200k's `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`.
-pub const LO: u8 = 16;
+pub(crate) const LO: u8 = 16;
 /// `\p{M}`.
-pub const M: u8 = 32;
+pub(crate) const M: u8 = 32;
 
 /// The class bits of every code point: ASCII directly, the rest through a table of
 /// 256-entry blocks (identical blocks shared: a few dozen KiB instead of 1.1 MiB).
@@ -54,7 +54,7 @@ const BLOCKS: usize = 0x1100;
 static TABLES: &[u8] = include_blob!("classes.bin");
 
 /// The tables in `classes.bin`; empty (every class bit 0) if it were malformed, which
-/// `tests/pretokenize_props.rs` would show (it checks every code point).
+/// `src/tests/pretokenize_props.rs` would show (it checks every code point).
 fn read(blob: &'static [u8]) -> Option<Classes> {
     let ascii = blob.get(..128)?.try_into().ok()?;
     let index = le_words(blob.get(128..128 + 2 * BLOCKS)?, u16::from_le_bytes)?;
@@ -78,8 +78,9 @@ pub(crate) fn classes() -> &'static Classes {
     })
 }
 
+#[cfg(test)]
 /// The class bits of `c` (`L`, `N`, `S`, `UP`, `LO`, `M`), for tests and tools that check
 /// these tables against another engine.
-pub fn char_classes(c: char) -> u8 {
+pub(crate) fn char_classes(c: char) -> u8 {
     classes().of(c as u32)
 }

@@ -17,7 +17,7 @@ use super::{SpecialCutter, Splitter};
 /// one byte arena plus spans (about 28 bytes per distinct chunk besides its bytes while
 /// counting). At most 2^32 - 1 distinct chunks.
 #[derive(Debug, Clone, Default)]
-pub struct ChunkCounts {
+pub(crate) struct ChunkCounts {
     bytes: Vec<u8>,
     /// `ends[i]` is where chunk `i` ends in `bytes`; it starts at `ends[i - 1]` (or 0).
     ends: Vec<usize>,
@@ -37,33 +37,29 @@ impl Eq for ChunkCounts {}
 
 impl ChunkCounts {
     /// No chunks.
-    pub fn new() -> ChunkCounts {
+    pub(crate) fn new() -> ChunkCounts {
         ChunkCounts::default()
     }
 
     /// The number of distinct chunks.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.counts.len()
     }
 
-    /// Whether there are no chunks.
-    pub fn is_empty(&self) -> bool {
-        self.counts.is_empty()
-    }
-
+    #[cfg(test)]
     /// The sum of all counts (the number of chunks in the text).
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.counts.iter().sum()
     }
 
     /// The `i`-th distinct chunk (in first-appearance order) and its count.
-    pub fn get(&self, i: usize) -> Option<(&[u8], u64)> {
+    pub(crate) fn get(&self, i: usize) -> Option<(&[u8], u64)> {
         let count = *self.counts.get(i)?;
         Some((self.chunk(i), count))
     }
 
     /// The distinct chunks with their counts, in order of first appearance.
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
         (0..self.len()).map(move |i| (self.chunk(i), self.counts[i]))
     }
 
@@ -107,7 +103,7 @@ impl ChunkCounts {
     }
 
     /// Adds every chunk of `other` with its count, in `other`'s order.
-    pub fn merge(&mut self, other: &ChunkCounts) {
+    pub(crate) fn merge(&mut self, other: &ChunkCounts) {
         for (chunk, n) in other.iter() {
             self.add(chunk, n);
         }
@@ -142,7 +138,7 @@ const MIN_SHARD: usize = 1 << 20;
 /// Counts the chunks of `text` as `splitter` cuts it, on up to `threads` threads. The
 /// text is sharded at safe cuts (preset patterns only; a custom pattern counts on one
 /// thread), so the result is identical to a single-threaded count.
-pub fn count_chunks(text: &[u8], splitter: &Splitter, threads: usize) -> ChunkCounts {
+pub(crate) fn count_chunks(text: &[u8], splitter: &Splitter, threads: usize) -> ChunkCounts {
     let mut counts = ChunkCounts::new();
     count_into(&mut counts, text, splitter, threads);
     counts.shrink();
@@ -208,7 +204,7 @@ fn count_into(counts: &mut ChunkCounts, text: &[u8], splitter: &Splitter, thread
 /// its last safe cut; only the unfinished tail is held back, so memory grows with the
 /// distinct chunks and the longest stretch without a safe cut, not with the text. A
 /// custom pattern has no safe cuts: its whole text is held until [`ChunkCounter::finish`].
-pub struct ChunkCounter<'s> {
+pub(crate) struct ChunkCounter<'s> {
     splitter: &'s Splitter,
     threads: usize,
     batch: usize,
@@ -221,7 +217,7 @@ pub struct ChunkCounter<'s> {
 
 impl<'s> ChunkCounter<'s> {
     /// A counter splitting with `splitter` on up to `threads` threads.
-    pub fn new(splitter: &'s Splitter, threads: usize) -> ChunkCounter<'s> {
+    pub(crate) fn new(splitter: &'s Splitter, threads: usize) -> ChunkCounter<'s> {
         let threads = threads.max(1);
         ChunkCounter {
             splitter,
@@ -233,15 +229,16 @@ impl<'s> ChunkCounter<'s> {
         }
     }
 
+    #[cfg(test)]
     /// Sets how many bytes to gather before counting (default: 4 MiB per thread). Small
     /// values exercise the block boundaries in tests; large ones amortise thread start-up.
-    pub fn set_batch(&mut self, bytes: usize) {
+    pub(crate) fn set_batch(&mut self, bytes: usize) {
         self.batch = bytes.max(1);
     }
 
     /// Adds the next block of the text (blocks may cut anywhere, even inside a UTF-8
     /// sequence).
-    pub fn feed(&mut self, block: &[u8]) {
+    pub(crate) fn feed(&mut self, block: &[u8]) {
         self.pending.extend_from_slice(block);
         if self.pending.len() < self.batch {
             return;
@@ -268,7 +265,7 @@ impl<'s> ChunkCounter<'s> {
     }
 
     /// Counts the held-back tail and returns the counts of the whole text.
-    pub fn finish(mut self) -> ChunkCounts {
+    pub(crate) fn finish(mut self) -> ChunkCounts {
         let pending = std::mem::take(&mut self.pending);
         count_into(&mut self.counts, &pending, self.splitter, self.threads);
         self.counts.shrink();
@@ -281,14 +278,21 @@ impl<'s> ChunkCounter<'s> {
 /// is cut at the special tokens of `specials`, and each piece split by `splitter` on its
 /// own. Any cut of `text` after a `\n` counts the same, so the text is sharded at line
 /// ends whatever the pattern (custom ones too).
-pub fn count_records(
+pub(crate) fn count_records(
     text: &[u8],
     splitter: &Splitter,
     specials: &SpecialCutter,
     threads: usize,
 ) -> ChunkCounts {
     let mut counts = ChunkCounts::new();
-    count_records_into(&mut counts, text, splitter, specials, threads);
+    count_records_into(
+        &mut counts,
+        text,
+        RecordEnds::Lines,
+        splitter,
+        specials,
+        threads,
+    );
     counts.shrink();
     counts
 }
@@ -306,73 +310,114 @@ fn count_record(
     });
 }
 
-/// Counts the lines of `text` on this thread.
-fn count_lines_one(
-    counts: &mut ChunkCounts,
-    text: &[u8],
-    splitter: &Splitter,
-    specials: &SpecialCutter,
-) {
-    let mut start = 0;
-    for end in memchr::memchr_iter(b'\n', text) {
-        count_record(counts, &text[start..=end], splitter, specials);
-        start = end + 1;
+/// Where the records of a text end.
+#[derive(Clone, Copy)]
+enum RecordEnds<'e> {
+    /// After each `\n`; a last line that lacks it is a record with the `\n` supplied.
+    Lines,
+    /// At these offsets, in increasing order, the last one the text's length (JSONL
+    /// documents, each counted as its exact bytes).
+    At(&'e [usize]),
+}
+
+impl RecordEnds<'_> {
+    /// The first record end at or after `near` in `text`, if one lies before its end.
+    fn cut_near(self, text: &[u8], near: usize) -> Option<usize> {
+        let end = match self {
+            RecordEnds::Lines => near + memchr::memchr(b'\n', &text[near..])? + 1,
+            RecordEnds::At(ends) => *ends.get(ends.partition_point(|&e| e < near))?,
+        };
+        (end < text.len()).then_some(end)
     }
-    if start < text.len() {
-        let mut last = text[start..].to_vec();
-        last.push(b'\n');
-        count_record(counts, &last, splitter, specials);
+
+    /// Counts, on this thread, the records of `text` that lie in `from..to` (both are
+    /// record ends, or 0 and the text's length).
+    fn count(
+        self,
+        counts: &mut ChunkCounts,
+        text: &[u8],
+        (from, to): (usize, usize),
+        splitter: &Splitter,
+        specials: &SpecialCutter,
+    ) {
+        let mut start = from;
+        match self {
+            RecordEnds::Lines => {
+                for nl in memchr::memchr_iter(b'\n', &text[from..to]) {
+                    let end = from + nl + 1;
+                    count_record(counts, &text[start..end], splitter, specials);
+                    start = end;
+                }
+                if start < to {
+                    let mut last = text[start..to].to_vec();
+                    last.push(b'\n');
+                    count_record(counts, &last, splitter, specials);
+                }
+            }
+            RecordEnds::At(ends) => {
+                let first = ends.partition_point(|&e| e <= from);
+                for &end in ends[first..].iter().take_while(|&&e| e <= to) {
+                    count_record(counts, &text[start..end], splitter, specials);
+                    start = end;
+                }
+            }
+        }
     }
 }
 
-/// Adds the chunks of the lines of `text` to `counts`, sharding the text at line ends.
+/// Adds the chunks of the records of `text` to `counts`, on up to `threads` threads: the
+/// text is sharded at record ends into parts of about equal bytes, each counted on its
+/// own thread, and the parts' counts merged in order, so the chunks keep the order of
+/// their first appearance.
 fn count_records_into(
     counts: &mut ChunkCounts,
     text: &[u8],
+    ends: RecordEnds,
     splitter: &Splitter,
     specials: &SpecialCutter,
     threads: usize,
 ) {
     let threads = threads.max(1).min(text.len() / MIN_SHARD).max(1);
-    if threads == 1 {
-        count_lines_one(counts, text, splitter, specials);
-        return;
-    }
     let mut cuts = vec![0];
     for k in 1..threads {
         let near = (text.len() / threads * k).max(*cuts.last().unwrap_or(&0));
-        if let Some(nl) = memchr::memchr(b'\n', &text[near..]) {
-            if near + nl + 1 < text.len() {
-                cuts.push(near + nl + 1);
-            }
+        if let Some(cut) = ends.cut_near(text, near) {
+            cuts.push(cut);
         }
     }
     cuts.push(text.len());
     cuts.dedup();
-    let shards: Vec<&[u8]> = cuts.windows(2).map(|w| &text[w[0]..w[1]]).collect();
-    let (first, rest) = shards
-        .split_first()
-        .map_or((&[][..], &[][..]), |(f, r)| (*f, r));
+    let shards: Vec<(usize, usize)> = cuts.windows(2).map(|w| (w[0], w[1])).collect();
+    let count = |counts: &mut ChunkCounts, shard: (usize, usize)| {
+        ends.count(counts, text, shard, splitter, specials)
+    };
+    let Some((&first, rest)) = shards.split_first() else {
+        return;
+    };
+    if rest.is_empty() {
+        count(counts, first);
+        return;
+    }
     let partial: Vec<ChunkCounts> = std::thread::scope(|scope| {
         let handles: Vec<_> = rest
             .iter()
-            .map(|shard| {
+            .map(|&shard| {
                 scope.spawn(move || {
                     let mut c = ChunkCounts::new();
-                    count_lines_one(&mut c, shard, splitter, specials);
+                    count(&mut c, shard);
                     c
                 })
             })
             .collect();
-        count_lines_one(counts, first, splitter, specials);
+        count(counts, first);
         handles
             .into_iter()
             .zip(rest)
-            .map(|(h, shard)| {
+            .map(|(h, &shard)| {
                 h.join().unwrap_or_else(|_| {
                     // A shard thread cannot panic short of a bug; recount it here.
                     let mut c = ChunkCounts::new();
-                    count_lines_one(&mut c, shard, splitter, specials);
+                    count(&mut c, shard);
                     c
                 })
             })
@@ -383,23 +428,28 @@ fn count_records_into(
     }
 }
 
-/// Counts record by record a text that arrives in blocks (stdin of any size): the result
-/// is identical to [`count_records`] over the concatenated blocks. Each batch is counted
-/// up to its last line end; only the unfinished line is held back, so memory grows with
-/// the distinct chunks and the longest line, not with the text.
-pub struct RecordCounter<'s> {
+/// Counts record by record a text that arrives in parts: blocks of lines (stdin of any
+/// size, [`feed`](Self::feed)) or whole records (JSONL documents,
+/// [`feed_record`](Self::feed_record)); one counter is fed one way. The result is
+/// identical to counting each record on its own in order ([`count_records`] over the
+/// concatenated blocks). Records are gathered into batches (about 4 MiB per thread) and
+/// each batch counted up to its last record end; only an unfinished line is held back,
+/// so memory grows with the distinct chunks and the longest record, not with the text.
+pub(crate) struct RecordCounter<'s> {
     splitter: &'s Splitter,
     specials: &'s SpecialCutter,
     threads: usize,
     batch: usize,
     pending: Vec<u8>,
+    /// The ends of the records in `pending`, when fed whole records.
+    ends: Vec<usize>,
     counts: ChunkCounts,
 }
 
 impl<'s> RecordCounter<'s> {
     /// A counter splitting with `splitter`, cutting at `specials`, on up to `threads`
     /// threads.
-    pub fn new(
+    pub(crate) fn new(
         splitter: &'s Splitter,
         specials: &'s SpecialCutter,
         threads: usize,
@@ -411,49 +461,67 @@ impl<'s> RecordCounter<'s> {
             threads,
             batch: threads * (4 << 20),
             pending: Vec::new(),
+            ends: Vec::new(),
             counts: ChunkCounts::new(),
         }
     }
 
+    #[cfg(test)]
     /// Sets how many bytes to gather before counting (default: 4 MiB per thread).
-    pub fn set_batch(&mut self, bytes: usize) {
+    pub(crate) fn set_batch(&mut self, bytes: usize) {
         self.batch = bytes.max(1);
     }
 
-    /// Adds the next block of the text (blocks may cut anywhere).
-    pub fn feed(&mut self, block: &[u8]) {
+    /// Adds the next block of lines (blocks may cut anywhere).
+    pub(crate) fn feed(&mut self, block: &[u8]) {
+        debug_assert!(self.ends.is_empty(), "a counter is fed lines or records");
         self.pending.extend_from_slice(block);
         if self.pending.len() < self.batch {
             return;
         }
         if let Some(nl) = memchr::memrchr(b'\n', &self.pending) {
-            let p = nl + 1;
-            count_records_into(
-                &mut self.counts,
-                &self.pending[..p],
-                self.splitter,
-                self.specials,
-                self.threads,
-            );
-            self.pending.drain(..p);
+            self.count_pending(nl + 1, RecordEnds::Lines);
         }
+    }
+
+    /// Adds one whole record, counted as its exact bytes.
+    pub(crate) fn feed_record(&mut self, record: &[u8]) {
+        self.pending.extend_from_slice(record);
+        self.ends.push(self.pending.len());
+        if self.pending.len() >= self.batch {
+            self.end_input();
+        }
+    }
+
+    /// Counts `pending[..to]` as records ending as `ends` says, and drops it.
+    fn count_pending(&mut self, to: usize, ends: RecordEnds) {
+        count_records_into(
+            &mut self.counts,
+            &self.pending[..to],
+            ends,
+            self.splitter,
+            self.specials,
+            self.threads,
+        );
+        self.pending.drain(..to);
     }
 
     /// Ends one input: its last line, if it lacks a `\n`, is a record of its own (with
     /// the `\n` supplied), not the start of the next input's first line.
     pub(crate) fn end_input(&mut self) {
-        let pending = std::mem::take(&mut self.pending);
-        count_records_into(
-            &mut self.counts,
-            &pending,
-            self.splitter,
-            self.specials,
-            self.threads,
-        );
+        let ends = std::mem::take(&mut self.ends);
+        let kind = if ends.is_empty() {
+            RecordEnds::Lines
+        } else {
+            RecordEnds::At(&ends)
+        };
+        self.count_pending(self.pending.len(), kind);
+        self.ends = ends;
+        self.ends.clear();
     }
 
     /// Counts what is held back and returns the counts of all the records.
-    pub fn finish(mut self) -> ChunkCounts {
+    pub(crate) fn finish(mut self) -> ChunkCounts {
         self.end_input();
         self.counts.shrink();
         self.counts

@@ -61,13 +61,13 @@
 //! Reproduce: `PRETOK_BENCH_CORPUS=FILE cargo test --release --test integration
 //! bench_pretokenize -- --ignored --nocapture`.
 
-pub mod classes;
+pub(crate) mod classes;
 mod count;
 mod fast;
 mod specials;
 
-pub use count::{count_chunks, count_records, ChunkCounter, ChunkCounts, RecordCounter};
-pub use specials::SpecialCutter;
+pub(crate) use count::{count_chunks, count_records, ChunkCounter, ChunkCounts, RecordCounter};
+pub(crate) use specials::SpecialCutter;
 
 use crate::error::{Error, Result};
 use fast::Preset;
@@ -76,8 +76,8 @@ use fast::Preset;
 /// and the exact regex text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SplitSpec {
-    pub name: String,
-    pub pattern: String,
+    pub(crate) name: String,
+    pub(crate) pattern: String,
 }
 
 /// Parses `--split NAME|REGEX`: `none`, a preset name, or a custom regex (checked here,
@@ -113,17 +113,17 @@ pub fn parse_split(value: &str) -> Result<Option<SplitSpec>> {
 }
 
 /// minbpe's `GPT2_SPLIT_PATTERN`.
-pub const GPT2_PATTERN: &str =
+pub(crate) const GPT2_PATTERN: &str =
     r"'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
 /// minbpe's `GPT4_SPLIT_PATTERN`.
-pub const GPT4_PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+";
+pub(crate) const GPT4_PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+";
 /// tiktoken's `cl100k_base` `pat_str`.
-pub const CL100K_PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
+pub(crate) const CL100K_PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
 /// tiktoken's `r50k_base` / `p50k_base` `pat_str`.
-pub const R50K_PATTERN: &str =
+pub(crate) const R50K_PATTERN: &str =
     r"'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s";
 /// tiktoken's `o200k_base` `pat_str`.
-pub const O200K_PATTERN: &str = concat!(
+pub(crate) const O200K_PATTERN: &str = concat!(
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
     "|",
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
@@ -141,7 +141,7 @@ pub const O200K_PATTERN: &str = concat!(
 
 /// The preset split pattern with this name (`gpt2`, `gpt4`, `cl100k`, `o200k`, `r50k`,
 /// `p50k`), if any.
-pub fn preset_pattern(name: &str) -> Option<&'static str> {
+pub(crate) fn preset_pattern(name: &str) -> Option<&'static str> {
     match name {
         "gpt2" => Some(GPT2_PATTERN),
         "gpt4" => Some(GPT4_PATTERN),
@@ -207,7 +207,7 @@ impl Splitter {
     }
 
     /// Whether this splitter runs a hand-written preset splitter (and so has safe cuts).
-    pub fn is_preset(&self) -> bool {
+    pub(crate) fn is_preset(&self) -> bool {
         matches!(self.engine, Engine::Fast(_))
     }
 
@@ -259,8 +259,9 @@ impl Splitter {
         }
     }
 
+    #[cfg(test)]
     /// Calls `split` and collects the chunks (convenient for tests and small texts).
-    pub fn chunks<'t>(&self, text: &'t [u8]) -> Vec<&'t [u8]> {
+    pub(crate) fn chunks<'t>(&self, text: &'t [u8]) -> Vec<&'t [u8]> {
         let mut out = Vec::new();
         self.split(text, &mut |c| out.push(c));
         out
@@ -268,7 +269,7 @@ impl Splitter {
 
     /// [`find_safe_cut`] for this splitter's pattern: `None` for custom patterns, which
     /// have no safe cuts.
-    pub fn find_safe_cut(&self, text: &[u8], near: usize) -> Option<usize> {
+    pub(crate) fn find_safe_cut(&self, text: &[u8], near: usize) -> Option<usize> {
         if self.is_preset() {
             find_safe_cut(text, near)
         } else {
@@ -295,7 +296,7 @@ const SAFE_CUT_WINDOW: usize = 1 << 20;
 /// `text[..p]` and `text[p..]` independently gives the chunks of `text`, so an encoder
 /// can cut a huge text into parts near `len * k / parts` and encode them in parallel.
 /// Only valid for the preset patterns; [`Splitter::find_safe_cut`] checks that.
-pub fn find_safe_cut(text: &[u8], near: usize) -> Option<usize> {
+pub(crate) fn find_safe_cut(text: &[u8], near: usize) -> Option<usize> {
     let near = near.min(text.len());
     last_safe_cut(text, near.saturating_sub(SAFE_CUT_WINDOW), near).or_else(|| {
         let hi = near.saturating_add(SAFE_CUT_WINDOW).min(text.len());
@@ -312,7 +313,7 @@ fn last_safe_cut(text: &[u8], lo: usize, hi: usize) -> Option<usize> {
 
 /// Whether `p` is a safe cut of `text` for every preset pattern (rules in the module
 /// documentation). The characters on both sides must be valid, complete UTF-8.
-pub fn is_safe_cut(text: &[u8], p: usize) -> bool {
+pub(crate) fn is_safe_cut(text: &[u8], p: usize) -> bool {
     if p == 0 || p >= text.len() {
         return false;
     }

@@ -10,13 +10,13 @@ use memchr::memmem::Finder;
 
 /// Cuts text at the occurrences of a set of special tokens (non-empty, as
 /// `bpe-train --special` checks).
-pub struct SpecialCutter {
+pub(crate) struct SpecialCutter {
     finders: Vec<Finder<'static>>,
 }
 
 impl SpecialCutter {
     /// A cutter for `specials` (none: the text is one piece).
-    pub fn new(specials: &[String]) -> SpecialCutter {
+    pub(crate) fn new(specials: &[String]) -> SpecialCutter {
         SpecialCutter {
             finders: specials
                 .iter()
@@ -69,7 +69,7 @@ impl SpecialCutter {
     }
 
     /// [`SpecialCutter::for_each_piece`], collected.
-    pub fn pieces<'t>(&self, text: &'t [u8]) -> Vec<&'t [u8]> {
+    pub(crate) fn pieces<'t>(&self, text: &'t [u8]) -> Vec<&'t [u8]> {
         let mut out = Vec::new();
         self.for_each_piece(text, &mut |p| out.push(p));
         out

@@ -286,7 +286,7 @@ fn merges_out_of_order_and_non_byte_strings_are_refused() {
     let path = write(
         &dir,
         "hand.tokenizer.json",
-        &json.replacen("\"ignore_merges\": false", "\"ignore_merges\": true", 1),
+        json.replacen("\"ignore_merges\": false", "\"ignore_merges\": true", 1),
     );
     let err = format::open(path.to_str().unwrap(), &RankFileOptions::default()).unwrap_err();
     assert!(
@@ -296,7 +296,7 @@ fn merges_out_of_order_and_non_byte_strings_are_refused() {
     let path = write(
         &dir,
         "hand2.tokenizer.json",
-        &json.replacen("\"ab\": 257", "\"ab\": 1", 1),
+        json.replacen("\"ab\": 257", "\"ab\": 1", 1),
     );
     let err = format::open(path.to_str().unwrap(), &RankFileOptions::default()).unwrap_err();
     assert!(

@@ -4,6 +4,7 @@
 //! shards concatenate to the single run's output. Record counting is held to a naive
 //! twin. The command-line side is tests/scale_out.rs.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::cmd::encode::{self, EncodeConfig};
@@ -13,7 +14,7 @@ use crate::format::counts::{CountsMerger, ShardKey};
 use crate::format::tokens::Format;
 use crate::input::Source;
 use crate::pretokenize::{
-    count_chunks, count_records, parse_split, RecordCounter, SpecialCutter, Splitter,
+    count_chunks, count_records, parse_split, ChunkCounts, RecordCounter, SpecialCutter, Splitter,
 };
 
 use super::{scratch, write, Rng};
@@ -170,7 +171,7 @@ fn sharded_counts_train_the_single_runs_merges() {
             let left = write(
                 &dir,
                 "left.counts",
-                &run_train(&merge, &files(&counts[..half])),
+                run_train(&merge, &files(&counts[..half])),
             );
             let mut right = vec![left];
             right.extend_from_slice(&counts[half..]);
@@ -223,18 +224,8 @@ fn records_are_shard_invariant_and_the_whole_stream_is_not() {
     assert!(count_records(text, &splitter, &none, 1) == records);
 }
 
-/// The naive twin: each line with its `\n` (supplied at the end when missing), cut at
-/// specials by testing every position (leftmost, then longest), each piece split.
-fn naive_record_counts(
-    text: &[u8],
-    splitter: &Splitter,
-    specials: &[String],
-) -> Vec<(Vec<u8>, u64)> {
-    let mut counts: Vec<(Vec<u8>, u64)> = Vec::new();
-    let mut add = |chunk: &[u8]| match counts.iter_mut().find(|(c, _)| c == chunk) {
-        Some((_, n)) => *n += 1,
-        None => counts.push((chunk.to_vec(), 1)),
-    };
+/// The records of line mode: each line with its `\n` (supplied at the end when missing).
+fn naive_lines(text: &[u8]) -> Vec<Vec<u8>> {
     let mut records: Vec<Vec<u8>> = Vec::new();
     let mut start = 0;
     for (i, &b) in text.iter().enumerate() {
@@ -248,7 +239,27 @@ fn naive_record_counts(
         last.push(b'\n');
         records.push(last);
     }
-    for record in &records {
+    records
+}
+
+/// The naive twin of record counting: each record, in order, cut at specials by testing
+/// every position (leftmost, then longest), each piece split; the chunks counted in the
+/// order of their first appearance.
+fn naive_record_counts(
+    records: &[Vec<u8>],
+    splitter: &Splitter,
+    specials: &[String],
+) -> Vec<(Vec<u8>, u64)> {
+    let mut counts: Vec<(Vec<u8>, u64)> = Vec::new();
+    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut add = |chunk: &[u8]| match index.get(chunk) {
+        Some(&k) => counts[k].1 += 1,
+        None => {
+            index.insert(chunk.to_vec(), counts.len());
+            counts.push((chunk.to_vec(), 1));
+        }
+    };
+    for record in records {
         let (mut piece, mut i) = (0, 0);
         let mut pieces = Vec::new();
         while i < record.len() {
@@ -274,6 +285,10 @@ fn naive_record_counts(
         }
     }
     counts
+}
+
+fn as_vec(counts: &ChunkCounts) -> Vec<(Vec<u8>, u64)> {
+    counts.iter().map(|(c, n)| (c.to_vec(), n)).collect()
 }
 
 fn random_text(rng: &mut Rng, len: usize) -> Vec<u8> {
@@ -318,11 +333,8 @@ fn record_counting_equals_the_naive_twin() {
         let splitter = Splitter::new(&spec).unwrap();
         let specials = &specials_sets[rng.below(3)];
         let cutter = SpecialCutter::new(specials);
-        let naive = naive_record_counts(&text, &splitter, specials);
-        let fast: Vec<(Vec<u8>, u64)> = count_records(&text, &splitter, &cutter, 1 + rng.below(3))
-            .iter()
-            .map(|(c, n)| (c.to_vec(), n))
-            .collect();
+        let naive = naive_record_counts(&naive_lines(&text), &splitter, specials);
+        let fast = as_vec(&count_records(&text, &splitter, &cutter, 1 + rng.below(3)));
         assert_eq!(
             fast,
             naive,
@@ -338,12 +350,47 @@ fn record_counting_equals_the_naive_twin() {
             counter.feed(&rest[..n]);
             rest = &rest[n..];
         }
-        let streamed: Vec<(Vec<u8>, u64)> = counter
-            .finish()
-            .iter()
-            .map(|(c, n)| (c.to_vec(), n))
-            .collect();
+        let streamed = as_vec(&counter.finish());
         assert_eq!(streamed, naive, "round {round}, streamed");
+    }
+}
+
+/// Whole records (JSONL documents: empty ones, `\n` inside, specials across what would
+/// be line ends) fed one by one in batches of any size, on one to three threads, count
+/// as the naive twin counts them; and texts of several MiB, sharded over the threads at
+/// record ends, lines and documents alike.
+#[test]
+fn document_counting_equals_the_naive_twin() {
+    let mut rng = Rng(0x2025);
+    let specials = vec!["<s".to_string(), "<s>".to_string()];
+    let cutter = SpecialCutter::new(&specials);
+    for round in 0..200 {
+        let split = ["gpt2", "gpt4", "o200k", r"\w+|\s+|[^\w\s]+"][round % 4];
+        let splitter = Splitter::new(&parse_split(split).unwrap().unwrap()).unwrap();
+        let big = round % 50 == 0;
+        let mut docs = Vec::new();
+        let mut total = 0;
+        while total < if big { 3 << 20 } else { 300 } {
+            let len = rng.below(if big { 3000 } else { 40 });
+            docs.push(random_text(&mut rng, len));
+            total += docs.last().unwrap().len();
+        }
+        let naive = naive_record_counts(&docs, &splitter, &specials);
+        let threads = 1 + rng.below(3);
+        let mut counter = RecordCounter::new(&splitter, &cutter, threads);
+        if !big {
+            counter.set_batch(1 + rng.below(100));
+        }
+        for doc in &docs {
+            counter.feed_record(doc);
+        }
+        assert_eq!(as_vec(&counter.finish()), naive, "round {round}, documents");
+        if big {
+            let text = docs.concat();
+            let naive = naive_record_counts(&naive_lines(&text), &splitter, &specials);
+            let fast = as_vec(&count_records(&text, &splitter, &cutter, threads));
+            assert_eq!(fast, naive, "round {round}, {threads} threads, lines");
+        }
     }
 }
 
@@ -449,7 +496,7 @@ fn encoded_shards_concatenate_to_the_single_run() {
     let model_path = write(
         &dir,
         "model.json",
-        &run_train(&c, &files(std::slice::from_ref(&whole))),
+        run_train(&c, &files(std::slice::from_ref(&whole))),
     );
     let model_name = model_path.to_str().unwrap();
     let out_path = dir.join("out.ndjson");

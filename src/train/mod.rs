@@ -36,7 +36,7 @@ mod queue;
 mod slots;
 mod tokens;
 
-pub use engine::Merge;
+pub(crate) use engine::Merge;
 use engine::{Engine, PerPos, Plan, Tokens, Uniform, Weights};
 use slots::{Packed, Wide, SEP};
 pub(crate) use tokens::TokenBytes;
@@ -46,6 +46,7 @@ pub(crate) use tokens::TokenBytes;
 /// reject longer input (the trainer panics on it).
 pub(crate) const MAX_TRAIN_LEN: usize = (1 << 31) - 1024;
 
+#[cfg(test)]
 /// Byte-level BPE over `text` as ONE sequence (`--split none`), bytes are ids 0..255.
 /// Learns up to `vocab_size - 256` merges; stops early only when no pair is left.
 /// `on_merge` is called after each merge. Uses a second thread for the set-up of inputs
@@ -53,7 +54,11 @@ pub(crate) const MAX_TRAIN_LEN: usize = (1 << 31) - 1024;
 ///
 /// # Panics
 /// If `text` is longer than [`MAX_TRAIN_LEN`].
-pub fn train_bytes(text: &[u8], vocab_size: usize, on_merge: &mut dyn FnMut(&Merge)) -> Vec<Merge> {
+pub(crate) fn train_bytes(
+    text: &[u8],
+    vocab_size: usize,
+    on_merge: &mut dyn FnMut(&Merge),
+) -> Vec<Merge> {
     train_bytes_with(EngineChoice::Auto, 2, text, vocab_size, on_merge)
 }
 
@@ -95,6 +100,7 @@ pub fn train_bytes_with(
     train(choice, threads, &tokens, Uniform(1), num_merges, on_merge)
 }
 
+#[cfg(test)]
 /// Chunked training (regex split modes): distinct chunks in FIRST-APPEARANCE order with
 /// their occurrence counts; pairs never cross chunks; counts are weighted sums; ties go to
 /// the pair that occurs first in the text (= first in this chunk order, then position in
@@ -105,7 +111,7 @@ pub fn train_bytes_with(
 /// # Panics
 /// If the chunks of weight > 0 and length >= 2, plus one byte each, exceed
 /// [`MAX_TRAIN_LEN`].
-pub fn train_chunks<'a>(
+pub(crate) fn train_chunks<'a>(
     chunks: impl IntoIterator<Item = (&'a [u8], u64)>,
     vocab_size: usize,
     on_merge: &mut dyn FnMut(&Merge),
@@ -116,7 +122,7 @@ pub fn train_chunks<'a>(
 /// [`train_chunks`] laid out as `choice` says, with `threads` threads at most (as
 /// [`train_bytes_with`]).
 #[doc(hidden)]
-pub fn train_chunks_with<'a>(
+pub(crate) fn train_chunks_with<'a>(
     choice: EngineChoice,
     threads: usize,
     chunks: impl IntoIterator<Item = (&'a [u8], u64)>,

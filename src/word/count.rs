@@ -193,7 +193,7 @@ fn count_parallel(text: &[u8], threads: usize, min_bytes: usize) -> Vec<ShardCou
 /// for the model. Memory grows with the number of distinct words, not with the input
 /// (plus the longest word, which is held whole until its end is seen). Blocks of at least [`PARALLEL_MIN_BYTES`] are counted on `threads` threads; feeding
 /// blocks of a few MiB uses both cores on standard input of any size.
-pub struct WordCounter {
+pub(crate) struct WordCounter {
     threads: usize,
     /// The unterminated word at the end of the input so far (no whitespace in it).
     carry: Vec<u8>,
@@ -217,7 +217,7 @@ impl std::fmt::Debug for WordCounter {
 
 impl WordCounter {
     /// A counter that uses up to `threads` threads (at least one) on large blocks.
-    pub fn new(threads: usize) -> WordCounter {
+    pub(crate) fn new(threads: usize) -> WordCounter {
         WordCounter {
             threads: threads.max(1),
             carry: Vec::new(),
@@ -228,15 +228,17 @@ impl WordCounter {
         }
     }
 
+    #[cfg(test)]
     /// Counts blocks of at least `bytes` bytes on several threads (default
     /// [`PARALLEL_MIN_BYTES`]); tests lower it to exercise sharding on small inputs.
-    pub fn with_parallel_threshold(mut self, bytes: usize) -> WordCounter {
+    pub(crate) fn with_parallel_threshold(mut self, bytes: usize) -> WordCounter {
         self.parallel_min = bytes;
         self
     }
 
+    #[cfg(test)]
     /// Bytes fed so far.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }
 
@@ -266,7 +268,7 @@ impl WordCounter {
     }
 
     /// Counts the words of the next block of input.
-    pub fn feed(&mut self, block: &[u8]) {
+    pub(crate) fn feed(&mut self, block: &[u8]) {
         self.bytes += block.len() as u64;
         let mut rest = block;
         if !self.carry.is_empty() {
@@ -309,7 +311,7 @@ impl WordCounter {
     /// `[UNK]`. A `vocab_size` of 0 is a usage error (there is always `[UNK]`). The
     /// model's `source` is a placeholder (an empty file name and hash) for the caller to
     /// set.
-    pub fn finish(mut self, vocab_size: Option<usize>) -> Result<WordModel> {
+    pub(crate) fn finish(mut self, vocab_size: Option<usize>) -> Result<WordModel> {
         if !self.carry.is_empty() {
             let carry = std::mem::take(&mut self.carry);
             self.add(&carry, 1);
@@ -381,9 +383,10 @@ fn placeholder_source() -> ModelSource {
     }
 }
 
+#[cfg(test)]
 /// Learns a word vocabulary from `text` (see [`WordCounter::finish`] for `vocab_size`),
 /// counting on up to `threads` threads when the text is large.
-pub fn train(text: &[u8], vocab_size: Option<usize>, threads: usize) -> Result<WordModel> {
+pub(crate) fn train(text: &[u8], vocab_size: Option<usize>, threads: usize) -> Result<WordModel> {
     let mut counter = WordCounter::new(threads);
     counter.feed(text);
     counter.finish(vocab_size)

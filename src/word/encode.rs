@@ -4,9 +4,10 @@ use super::split_generic;
 use super::table::{Probe, GROUP};
 use super::{WordIds, WordModel};
 
+#[cfg(test)]
 /// Appends the ids of the words of `record` to `out`; words outside the vocabulary
 /// become `[UNK]`'s id. Returns how many words were unknown.
-pub fn encode(model: &WordModel, record: &[u8], out: &mut Vec<u32>) -> u64 {
+pub(crate) fn encode(model: &WordModel, record: &[u8], out: &mut Vec<u32>) -> u64 {
     let mut unknown = 0;
     split_generic(record, &mut |w: &[u8]| {
         out.push(model.ids.get(w).unwrap_or_else(|| {
@@ -19,14 +20,14 @@ pub fn encode(model: &WordModel, record: &[u8], out: &mut Vec<u32>) -> u64 {
 
 /// A word model's encoder: its word table (keyed by bytes, short words inline), shared
 /// by the threads.
-pub struct WordEncoder<'m> {
+pub(crate) struct WordEncoder<'m> {
     ids: &'m WordIds,
     unk_id: u32,
 }
 
 impl<'m> WordEncoder<'m> {
     /// The encoder of `model` (nothing to build: the model holds the table).
-    pub fn new(model: &'m WordModel) -> WordEncoder<'m> {
+    pub(crate) fn new(model: &'m WordModel) -> WordEncoder<'m> {
         WordEncoder {
             ids: &model.ids,
             unk_id: model.unk_id,
@@ -35,7 +36,7 @@ impl<'m> WordEncoder<'m> {
 
     /// Appends the ids of the words of `record` to `out` (unknown words become
     /// `[UNK]`'s id) and returns how many words were unknown; the same as [`encode`].
-    pub fn encode(&self, record: &[u8], out: &mut Vec<u32>) -> u64 {
+    pub(crate) fn encode(&self, record: &[u8], out: &mut Vec<u32>) -> u64 {
         let mut ends = Vec::new();
         self.encode_records(&[record], out, &mut ends)
     }
@@ -45,7 +46,7 @@ impl<'m> WordEncoder<'m> {
     ///
     /// Words are looked up in batches, a group of them reading their home slots together
     /// first, so that their cache misses overlap instead of following one another.
-    pub fn encode_records(
+    pub(crate) fn encode_records(
         &self,
         records: &[&[u8]],
         ids: &mut Vec<u32>,

@@ -98,11 +98,17 @@ mod vocab;
 
 use std::borrow::Cow;
 
-pub use count::{train, WordCounter};
-pub use encode::{encode, WordEncoder};
+#[cfg(test)]
+pub(crate) use count::train;
+pub(crate) use count::WordCounter;
+#[cfg(test)]
+pub(crate) use encode::encode;
+pub(crate) use encode::WordEncoder;
+pub(crate) use split::is_python_whitespace;
 pub(crate) use split::split_generic;
-pub use split::{is_python_whitespace, split_words};
-pub use vocab::{Repeat, WordIds, WordList};
+#[cfg(test)]
+pub(crate) use split::split_words;
+pub(crate) use vocab::{Repeat, WordIds, WordList};
 
 use crate::identity::ModelSource;
 
@@ -112,19 +118,19 @@ pub(crate) const UNK: &str = "[UNK]";
 /// A word-level vocabulary: words by id, and `[UNK]`.
 #[derive(Debug, Clone)]
 pub struct WordModel {
-    pub source: ModelSource,
+    pub(crate) source: ModelSource,
     /// Counts when learned, parallel to the words (display only).
-    pub counts: Vec<u64>,
+    pub(crate) counts: Vec<u64>,
     /// The words (ids `0..`) and the table from a word (its bytes) to its id.
-    pub ids: crate::word::WordIds,
+    pub(crate) ids: crate::word::WordIds,
     /// The unknown-word token's text and id (`[UNK]`, the number of words).
-    pub unk_text: String,
-    pub unk_id: u32,
+    pub(crate) unk_text: String,
+    pub(crate) unk_id: u32,
 }
 
 impl WordModel {
     /// The words, by id (`[UNK]` is not among them).
-    pub fn words(&self) -> &crate::word::WordList {
+    pub(crate) fn words(&self) -> &crate::word::WordList {
         self.ids.words()
     }
 }
@@ -163,7 +169,7 @@ pub(crate) fn key_of(word: &[u8]) -> Cow<'_, str> {
 
 /// The bytes of word `id` (`[UNK]`'s text for the unknown id), or `None` for an id
 /// outside the vocabulary.
-pub fn word_bytes(model: &WordModel, id: u32) -> Option<Cow<'_, [u8]>> {
+pub(crate) fn word_bytes(model: &WordModel, id: u32) -> Option<Cow<'_, [u8]>> {
     match model.words().get(id) {
         Some(word) => Some(Cow::Borrowed(word)),
         None if id == model.unk_id => Some(Cow::Borrowed(model.unk_text.as_bytes())),
@@ -178,7 +184,11 @@ pub(crate) fn lookup(model: &WordModel, word: &[u8]) -> Option<u32> {
 
 /// Appends the words of `ids` to `out`, joined with single spaces (`[UNK]` as its text).
 /// An id outside the vocabulary is returned as the error, and `out` is left as it was.
-pub fn decode(model: &WordModel, ids: &[u32], out: &mut Vec<u8>) -> std::result::Result<(), u32> {
+pub(crate) fn decode(
+    model: &WordModel,
+    ids: &[u32],
+    out: &mut Vec<u8>,
+) -> std::result::Result<(), u32> {
     let start = out.len();
     for (k, &id) in ids.iter().enumerate() {
         if k > 0 {

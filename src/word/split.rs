@@ -28,7 +28,7 @@ static CLASS: [u8; 256] = {
 
 /// True for the characters Python's `str.isspace()` accepts, which are exactly those
 /// `str.split()` splits at (the 29 code points listed in the module documentation).
-pub fn is_python_whitespace(c: char) -> bool {
+pub(crate) fn is_python_whitespace(c: char) -> bool {
     matches!(
         c,
         '\u{09}'..='\u{0d}'
@@ -123,10 +123,11 @@ pub(crate) fn split_generic<'t, F: FnMut(&'t [u8])>(text: &'t [u8], emit: &mut F
     }
 }
 
+#[cfg(test)]
 /// Calls `emit` for each word of `text`, in order: Python's `str.split()` with no
 /// arguments. Invalid UTF-8 is never whitespace (see the module documentation), so every
 /// byte of `text` is either in a word or part of a whitespace character.
-pub fn split_words<'t>(text: &'t [u8], emit: &mut dyn FnMut(&'t [u8])) {
+pub(crate) fn split_words<'t>(text: &'t [u8], emit: &mut dyn FnMut(&'t [u8])) {
     split_generic(text, &mut |w| emit(w));
 }
 

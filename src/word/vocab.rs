@@ -7,7 +7,7 @@ use super::table::BigTable;
 /// The words of a vocabulary in id order, their bytes back to back (one allocation for
 /// all of them: a 540k-word model used to hold 540k `String`s).
 #[derive(Clone, PartialEq, Eq)]
-pub struct WordList {
+pub(crate) struct WordList {
     text: Vec<u8>,
     /// Word `id` is `text[starts[id]..starts[id + 1]]`; `starts[0] == 0`.
     starts: Vec<usize>,
@@ -31,7 +31,7 @@ impl WordList {
     }
 
     /// Appends a word (it gets the next id).
-    pub fn push(&mut self, word: &[u8]) {
+    pub(crate) fn push(&mut self, word: &[u8]) {
         self.text.extend_from_slice(word);
         self.starts.push(self.text.len());
     }
@@ -45,12 +45,12 @@ impl WordList {
     }
 
     /// The number of words.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.starts.len() - 1
     }
 
     /// True when there are no words.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
@@ -70,12 +70,13 @@ impl WordList {
     }
 
     /// The words in id order.
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
         self.starts.windows(2).map(|w| &self.text[w[0]..w[1]])
     }
 
+    #[cfg(test)]
     /// The words' display keys ([`key_of`]) in id order.
-    pub fn keys(&self) -> Vec<String> {
+    pub(crate) fn keys(&self) -> Vec<String> {
         self.iter().map(|w| key_of(w).into_owned()).collect()
     }
 }
@@ -88,9 +89,9 @@ impl std::fmt::Debug for WordList {
 
 /// A word that repeats an earlier one: its id and the earlier word's id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Repeat {
-    pub id: u32,
-    pub earlier: u32,
+pub(crate) struct Repeat {
+    pub(crate) id: u32,
+    pub(crate) earlier: u32,
 }
 
 /// The words of a [`WordModel`] and the table from a word (its bytes) to its id: built
@@ -104,7 +105,7 @@ pub struct Repeat {
 /// table's own misses and hashing cost more than the lines of the big table that stay in
 /// cache anyway.)
 #[derive(Clone)]
-pub struct WordIds {
+pub(crate) struct WordIds {
     pub(super) words: WordList,
     pub(super) table: BigTable,
 }
@@ -112,7 +113,7 @@ pub struct WordIds {
 impl WordIds {
     /// The table of `words`. A word that repeats an earlier one fails the build with the
     /// first such repeat (the lowest id whose word has a lower id too), and the words back.
-    pub fn build(words: WordList) -> std::result::Result<WordIds, (Repeat, WordList)> {
+    pub(crate) fn build(words: WordList) -> std::result::Result<WordIds, (Repeat, WordList)> {
         match BigTable::build(&words) {
             Ok(table) => Ok(WordIds { words, table }),
             Err(repeat) => Err((repeat, words)),
@@ -126,18 +127,13 @@ impl WordIds {
 
     /// The id of `word`.
     #[inline]
-    pub fn get(&self, word: &[u8]) -> Option<u32> {
+    pub(crate) fn get(&self, word: &[u8]) -> Option<u32> {
         self.table.find(&self.table.probe(word), &self.words)
     }
 
     /// The number of words.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.words.len()
-    }
-
-    /// True when there are no words.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
