@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # The portable default build beside the tuned build (scripts/build-tuned.sh), job by job,
-# in one run with the two alternated (hyperfine), so that the host's drift hits both:
+# the two run in pairs whose order alternates (portable first, then tuned first), so that
+# the host's drift hits both alike (hyperfine runs one command's runs in a block, and a
+# two-thread row moved by 10% between such blocks):
 # train 27 MB (--split none and gpt4), encode o200k_base on one thread and on all, decode,
 # the attention kernel, and start-up. Prints a Markdown table: mean wall time of each,
 # and its CPU time (user + system, the steadier figure on a shared host), and
 # portable/tuned of each (above 1: the portable build is slower).
 #
-# Needs: hyperfine (Debian), bench/corpora/mixed-27M.txt (scripts/build-corpora.sh).
-# Usage: scripts/bench-builds.sh [RUNS]   (default 5 runs of each command)
+# Needs: python3, bench/corpora/mixed-27M.txt (scripts/build-corpora.sh).
+# Usage: scripts/bench-builds.sh [RUNS]   (default 5 pairs of runs, after one warm-up each)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 RUNS=${1:-5}
 CORPUS=$ROOT/bench/corpora/mixed-27M.txt
 [ -f "$CORPUS" ] || { echo "bench-builds: run scripts/build-corpora.sh first" >&2; exit 1; }
-command -v hyperfine >/dev/null || { echo "bench-builds: needs hyperfine" >&2; exit 1; }
 
 echo "bench-builds: building both" >&2
 cargo build --quiet --release --locked --bins --example attn-bench
@@ -32,15 +33,26 @@ echo
 echo "| job | portable wall s | tuned wall s | portable/tuned wall | portable CPU s | tuned CPU s | portable/tuned CPU |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
 row() {
-    local name=$1 cmd=$2
-    hyperfine -N -w 1 -r "$RUNS" --export-json "$OUT/row.json" \
-        "${cmd//@/$P}" "${cmd//@/$T}" >/dev/null 2>&1 || { echo "| $name | failed | | |"; return; }
-    python3 - "$name" "$OUT/row.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[2]))["results"]
-p, t = r[0]["mean"], r[1]["mean"]
-cpu = [x["user"] + x["system"] for x in r]
-print(f"| {sys.argv[1]} | {p:.3f} | {t:.3f} | {p / t:.3f} | {cpu[0]:.3f} | {cpu[1]:.3f} | {cpu[0] / cpu[1]:.3f} |")
+    python3 - "$1" "$RUNS" "${2//@/$P}" "${2//@/$T}" <<'PY' || echo "| $1 | failed | | | | | |"
+import resource, shlex, subprocess, sys, time
+
+name, runs, commands = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+
+def run(command):
+    """Wall and CPU (user + system of the children) seconds of one run."""
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    subprocess.run(shlex.split(command), check=True, stdout=subprocess.DEVNULL)
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+for command in commands:
+    run(command)
+times = [[], []]
+for k in range(runs):
+    for i in (0, 1) if k % 2 == 0 else (1, 0):
+        times[i].append(run(commands[i]))
+(pw, pc), (tw, tc) = [[sum(x) / runs for x in zip(*t)] for t in times]
+print(f"| {name.replace('|', chr(92) + '|')} | {pw:.3f} | {tw:.3f} | {pw / tw:.3f} | {pc:.3f} | {tc:.3f} | {pc / tc:.3f} |")
 PY
 }
 row "train 27 MB, vocab 32768, --split none" "@/bpe-train -q --vocab-size 32768 $CORPUS -o /dev/null"
