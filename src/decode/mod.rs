@@ -81,24 +81,13 @@ struct Slot([u8; PAD]);
 /// `offset << 32 | length` into `bytes` (length 0: not in the vocabulary). Word models
 /// store each word followed by the space that joins it to the next.
 ///
-/// Performance notes (27 MB of text, 32k model, ids one record per line, whole
-/// command on 2 cores): decoding was 130 MB/s of text as "parse every id into a
-/// vector, then copy each token with `extend_from_slice`" (a `memmove` call per token
-/// of ~4 bytes); then 240-280 MB/s with ids parsed eight bytes at a time without
-/// branching on their length, each token copied as one 16-byte move into a buffer that
-/// is never re-zeroed, the model file's plain lines read without a JSON parser, and the
-/// records spread over the cores.
-///
-/// Measured with one thread (`-j 1`, CPU time of the whole command, best of 6-12 runs
-/// on a machine busy with other work, so ±10%): 32k lines 100 -> 70 ms, o200k_base
-/// `--whole` 165 -> 120 ms, from: many lines per call ([`decode_lines`]), no first
-/// pass over the bytes (digits checked exactly in the parse by `nondigits`), tokens in
-/// 16-byte slots. The loop now waits mostly on the slot loads (the 32k table is 512 KB,
-/// o200k_base's 3.2 MB; the level-2 cache is 2 MB, shared with the other hyperthread).
-/// What did not help: parsing 64 ids before looking any up (so that the lookups
-/// overlap): 32k 68 -> 80 ms, o200k_base 120 -> 118; 8-byte slots (tokens of up to 7
-/// bytes; a table half the size): 32k 68 -> 80 ms, o200k_base 120 -> 148 (the longer
-/// tokens' branch and second lookup).
+/// Each id is parsed eight bytes at a time without a branch on its length, and its token
+/// copied as one 16-byte move from its slot into a buffer that is never re-zeroed; the
+/// lines go in one pass ([`decode_lines`]). The loop then waits mostly on the slot loads
+/// (o200k_base's table is 3.2 MB, the level-2 cache 2 MB): one thread decodes the 6.5M
+/// ids of 27 MB of mixed text in 83 ms of CPU, 62 ms when every id's slot is in cache
+/// (Intel AVX-512 host; docs/performance-notes.md, "Decoding", has the steps and what
+/// did not help).
 ///
 /// [`decode_lines`]: DecodeTable::decode_lines
 pub(crate) struct DecodeTable {

@@ -30,7 +30,7 @@ impl Default for PairCache {
     }
 }
 
-/// Index of two adjacent bytes in [`Encoder::byte_pairs`].
+/// Index of two adjacent bytes in `Encoder::byte_pairs` ([`Encoder`](super::Encoder)).
 #[inline]
 pub(super) fn byte_pair(w: &[u8]) -> usize {
     (w[0] as usize) << 8 | w[1] as usize
@@ -86,7 +86,7 @@ impl ChunkCache {
         }
     }
 
-    /// Caches `ids` for `key` (at most [`CACHE_MAX_CHUNK`] bytes, so both lengths fit
+    /// Caches `ids` for `key` (at most [`CACHE_MAX_CHUNK`](super::CACHE_MAX_CHUNK) bytes, so both lengths fit
     /// in 16 bits and are non-zero).
     pub(super) fn insert(&mut self, hash: u64, key: &[u8], ids: &[u32]) {
         if self.len >= CACHE_ENTRIES || self.arena.len() > u32::MAX as usize / 2 {

@@ -102,7 +102,7 @@ impl Encoder<'_> {
     /// Encodes a part of one record read in parts (a `--whole` input or a long line,
     /// from a stream): `first` when the part starts the record, `last` when it ends it.
     /// Returns how many bytes of `text` it encoded, handing their ids to `sink` in
-    /// order as [`encode_whole_streaming`](Self::encode_whole_streaming) does: all of a
+    /// order as `encode_whole_streaming` (the tests' whole-text driver) does: all of a
     /// last part; of another, the longest prefix found whose ids cannot depend on what
     /// follows (ending at a safe cut, or just after an allowed special token), or 0 when
     /// there is none yet (the caller then gives a longer part). The parts' ids together
@@ -211,9 +211,10 @@ impl Encoder<'_> {
         self.pieces_in(text, false, false)
     }
 
-    /// [`pieces`](Self::pieces) of a part of a record: with `before`, the ordinary text
-    /// at its start continues a stretch begun before it; with `after`, the ordinary text
-    /// at its end goes on after it (either way, those pieces are parts of a stretch).
+    /// The pieces of a part of a record (as `pieces` cuts a whole one): with `before`,
+    /// the ordinary text at its start continues a stretch begun before it; with `after`,
+    /// the ordinary text at its end goes on after it (either way, those pieces are parts
+    /// of a stretch).
     pub(super) fn pieces_in(&self, text: &[u8], before: bool, after: bool) -> Vec<Piece> {
         let mut pieces = Vec::new();
         let mut start = 0;

@@ -32,7 +32,7 @@ pub(crate) fn parse(bytes: &[u8], source: ModelSource, file: &str) -> Result<Mod
     parse_beside(bytes, source, file, || ()).0
 }
 
-/// Parses a model file's bytes and runs `beside` (the file's hash, for [`load`]) on a
+/// Parses a model file's bytes and runs `beside` (the file's hash, for [`load`](super::load)) on a
 /// second thread while the work is single-threaded: beside the whole parse of a BPE
 /// model (the hash took ~1 ms of the ~10 ms a 32k model took to load), beside the table
 /// build of a large word model, whose lines are read on both cores first (its 26 MB hash

@@ -38,7 +38,7 @@ pub(crate) fn write_model(w: &mut dyn Write, model: &WordModel) -> std::io::Resu
     Ok(())
 }
 
-/// Model files from this size on are read on two threads (see [`parse_model_text`]).
+/// Model files from this size on are read on two threads (see `parse_model_text`).
 pub(crate) const PARALLEL_MODEL_BYTES: usize = 1 << 20;
 
 #[cfg(test)]
@@ -61,7 +61,7 @@ pub(crate) fn parse_model_text(
     parse_model_text_beside(header, body, parallel_min, source, file, || ()).0
 }
 
-/// [`parse_model_text`], running `beside` on a second thread while the table is built
+/// `parse_model_text`, running `beside` on a second thread while the table is built
 /// (the one single-threaded step of a large model), or after reading a small one.
 pub(crate) fn parse_model_text_beside<T: Send>(
     header: &Map<String, Value>,
@@ -116,7 +116,7 @@ pub(crate) fn parse_model_text_beside<T: Send>(
     }
 }
 
-/// The words of a run of model lines, read by [`parse_model_text`].
+/// The words of a run of model lines, read by `parse_model_text`.
 struct Piece {
     words: WordList,
     counts: Vec<u64>,

@@ -133,8 +133,8 @@ impl BpeModel {
         }
     }
 
-    /// The bytes of every ordinary token, id `i`'s at `token_offsets[i]..token_offsets[i
-    /// + 1]`. A merge list's are built on first use: for code that needs them all
+    /// The bytes of every ordinary token, id `i`'s at
+    /// `token_offsets[i]..token_offsets[i + 1]`. A merge list's are built on first use: for code that needs them all
     /// (writing them out); they can take gigabytes where the model file takes a few
     /// lines (the format's limit is [`MAX_TOKEN_BYTES`]).
     pub(crate) fn token_bytes(&self) -> &[u8] {
@@ -371,7 +371,7 @@ impl BpeModel {
             .unwrap_or_else(|k| panic!("merge {k}: tokens over {MAX_TOKEN_BYTES} bytes"))
     }
 
-    /// [`BpeModel::from_merges`], or `Err(k)` when merge `k` (0-based) takes the tokens
+    /// `BpeModel::from_merges` (the tests'), or `Err(k)` when merge `k` (0-based) takes the tokens
     /// past [`MAX_TOKEN_BYTES`] in all.
     ///
     /// # Panics

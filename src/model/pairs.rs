@@ -10,7 +10,7 @@ use ahash::AHashMap;
 
 use super::tables::{insert_pair, pair_key, pair_table_bits, probe_pair, PAIR_EMPTY, PAIR_ID_BITS};
 
-/// The pair -> merged id map of a [`BpeModel`], read as an `AHashMap` through `Deref`.
+/// The pair -> merged id map of a [`BpeModel`](super::BpeModel), read as an `AHashMap` through `Deref`.
 /// The built-in vocabularies carry it as a ready hash table compiled into the binary
 /// ([`PairIds::id`] reads it directly) and fill the map only if something asks for the
 /// map itself: filling o200k_base's 446k pairs took ~22 of the ~34 ms that

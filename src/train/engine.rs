@@ -27,7 +27,7 @@
 //! # Bounds
 //! - Records held at once: fewer than `2 n + 2` (each old record has a live occurrence at
 //!   its own position; a pass adds at most two new records per merged occurrence, and
-//!   merged occurrences are at most `n / 2`); [`slots::Packed`] relies on it.
+//!   merged occurrences are at most `n / 2`); [`Packed`](super::slots::Packed) relies on it.
 //! - Arena: the initial lists hold at most `n - 1` entries and all passes add at most
 //!   `2 (n - 1)`, so `3 n + 1` words always do. Live entries never exceed the live
 //!   positions, so an arena of any capacity from `n + 1` works: when a pass's lists do not

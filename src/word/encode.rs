@@ -35,7 +35,7 @@ impl<'m> WordEncoder<'m> {
     }
 
     /// Appends the ids of the words of `record` to `out` (unknown words become
-    /// `[UNK]`'s id) and returns how many words were unknown; the same as [`encode`].
+    /// `[UNK]`'s id) and returns how many words were unknown; the same as `word::encode` (the tests' one-record encoder).
     pub(crate) fn encode(&self, record: &[u8], out: &mut Vec<u32>) -> u64 {
         let mut ends = Vec::new();
         self.encode_records(&[record], out, &mut ends)

@@ -81,10 +81,10 @@
 //!   huge pages (`wordtable`). Lookups in a table of a few hundred thousand words are
 //!   bound by cache and TLB misses, so [`WordEncoder`] looks words up in groups that read
 //!   their home slots together, overlapping the misses; the table is built the same way.
-//! - Model lines in the exact form [`write_model`] writes are read by a small hand
+//! - Model lines in the exact form [`write_model`](crate::format::word_file::write_model) writes are read by a small hand
 //!   parser; anything else (other key order, escapes, spacing) goes through serde_json,
 //!   and a test checks both read the same. Large model files are read in two halves on
-//!   two threads ([`parse_model_text`]), their SHA-256 on a third.
+//!   two threads (`format::word_file::parse_model_text`), their SHA-256 on a third.
 //!   Loading the 540k-word model of the 27 MB benchmark text (26 MB) takes ~0.15 s of
 //!   CPU with this layout, against 0.29 s with a `String` per word in a hash map.
 //! - Inputs below [`PARALLEL_MIN_BYTES`](count::PARALLEL_MIN_BYTES) are counted on one

@@ -94,11 +94,11 @@ pub(crate) struct Repeat {
     pub(crate) earlier: u32,
 }
 
-/// The words of a [`WordModel`] and the table from a word (its bytes) to its id: built
+/// The words of a [`WordModel`](super::WordModel) and the table from a word (its bytes) to its id: built
 /// once when the model is read or trained, and used as is by the encoder.
 ///
 /// The table is `wordtable::BigTable`: one open-addressing array whose slots hold words
-/// of up to 24 bytes in full, looked up in batches by [`WordEncoder`] so that cache
+/// of up to 24 bytes in full, looked up in batches by [`WordEncoder`](super::WordEncoder) so that cache
 /// misses overlap. (Measured on the 27 MB benchmark text with its 540k-word model, CPU
 /// seconds for load and encode: a 64k-word hash table of the most frequent words in
 /// front of it 0.40-0.48; a 16k-word one 0.40-0.44; the big table alone 0.37. The front
