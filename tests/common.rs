@@ -35,6 +35,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 mod test_rng;
 pub(crate) use test_rng::Rng;
 
+/// The scale-out corpus, the one the library's tests use.
+#[allow(dead_code)]
+#[path = "../src/tests/corpus.rs"]
+pub(crate) mod corpus;
+
 /// The environment variable that turns [`peak_rss_probe`] on: the program, its working
 /// folder and its arguments, separated by `\x1f`.
 #[cfg(target_os = "linux")]

@@ -6,6 +6,7 @@
 
 mod attn_kernel;
 mod attn_rng;
+pub(crate) mod corpus;
 mod decode_props;
 mod encode_props;
 mod interop;
@@ -38,4 +39,29 @@ pub(crate) fn write(dir: &std::path::Path, name: &str, bytes: impl AsRef<[u8]>) 
     let path = dir.join(name);
     std::fs::write(&path, bytes).unwrap();
     path
+}
+
+/// The encoding driver's configuration for `model` in line mode, on one thread, without
+/// a header, writing to `output`; tests change what they vary.
+pub(crate) fn encode_config(
+    model: crate::model::Model,
+    output: &std::path::Path,
+) -> crate::cmd::encode::EncodeConfig {
+    crate::cmd::encode::EncodeConfig {
+        model,
+        whole: false,
+        count: false,
+        header: false,
+        allowed_special: crate::encode::AllowedSpecial::None,
+        threads: 1,
+        no_mmap: false,
+        line_buffered: false,
+        field: None,
+        skip_invalid: false,
+        format: crate::format::tokens::Format::Ndjson,
+        eot: None,
+        bos: None,
+        shard_tokens: None,
+        output: Some(output.to_path_buf()),
+    }
 }

@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::cmd::encode::{encode, EncodeConfig};
 use crate::cmd::train::{train, ModelType, TrainConfig};
 use crate::encode::AllowedSpecial;
-use crate::format::tokens::Format;
 use crate::input::Source;
 use crate::model::Model;
 use crate::parallel::ordered;
@@ -215,21 +214,9 @@ fn line_mode_encodes_many_items_alike_on_any_thread_count() {
             for no_mmap in [false, true] {
                 let output = dir.join("ids.jsonl");
                 let config = EncodeConfig {
-                    model: model.clone(),
-                    whole: false,
-                    count: false,
-                    header: false,
-                    allowed_special: AllowedSpecial::None,
                     threads,
                     no_mmap,
-                    line_buffered: false,
-                    field: None,
-                    skip_invalid: false,
-                    format: Format::Ndjson,
-                    eot: None,
-                    bos: None,
-                    shard_tokens: None,
-                    output: Some(output.clone()),
+                    ..super::encode_config(model.clone(), &output)
                 };
                 let report = encode(&config, &[Source::file(&input)]).unwrap();
                 let what = format!("{model_type:?}, {threads} threads, no_mmap {no_mmap}");

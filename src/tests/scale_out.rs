@@ -5,61 +5,19 @@
 //! twin. The command-line side is tests/scale_out.rs.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::cmd::encode::{self, EncodeConfig};
 use crate::cmd::train::{self, TrainConfig};
 use crate::encode::AllowedSpecial;
 use crate::format::counts::{CountsMerger, ShardKey};
-use crate::format::tokens::Format;
 use crate::input::Source;
 use crate::pretokenize::{
     count_chunks, count_records, parse_split, ChunkCounts, RecordCounter, SpecialCutter, Splitter,
 };
 
+use super::corpus::{corpus, EOT};
 use super::{scratch, write, Rng};
-
-const EOT: &str = "<|endoftext|>";
-
-/// A deterministic corpus of about `target` bytes built from the test fixtures: their
-/// lines in seeded orders, with blank-line runs, whitespace-only lines, trailing
-/// spaces and `\r`, digit runs, bytes that are not UTF-8 and end-of-text tokens between
-/// documents, so that the whole-stream split and the per-record split differ.
-fn corpus(target: usize, seed: u64) -> Vec<u8> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut lines: Vec<Vec<u8>> = Vec::new();
-    for f in [
-        "taylorswift.txt",
-        "pretokenize/multilingual.txt",
-        "word/mixed.txt",
-    ] {
-        let text = std::fs::read(root.join(f)).expect("fixture");
-        lines.extend(text.split(|&b| b == b'\n').map(<[u8]>::to_vec));
-    }
-    let mut rng = Rng(seed);
-    let mut out = Vec::with_capacity(target + 4096);
-    while out.len() < target {
-        let line = &lines[rng.below(lines.len())];
-        match rng.below(40) {
-            0 => out.extend_from_slice(b"\n\n\n"),
-            1 => out.extend_from_slice(b"   \n"),
-            2 => out.extend_from_slice(EOT.as_bytes()),
-            3 => out.extend_from_slice(format!("{} ", rng.next_u64() % 1_000_000).as_bytes()),
-            4 => out.extend_from_slice(b"):\n\n"),
-            5 => out.push(0xff),
-            _ => {}
-        }
-        out.extend_from_slice(line);
-        match rng.below(20) {
-            0 => out.extend_from_slice(b"  "),
-            1 => out.push(b'\r'),
-            2 => out.extend_from_slice(b".\t"),
-            _ => {}
-        }
-        out.push(b'\n');
-    }
-    out
-}
 
 /// `text` cut into `n` pieces at line ends near equal byte offsets, as coreutils'
 /// `split -n l/K/N` and GNU parallel's `--pipepart` cut (some pieces may be empty).
@@ -502,9 +460,6 @@ fn encoded_shards_concatenate_to_the_single_run() {
     let out_path = dir.join("out.ndjson");
     let run = |sources: &[Source], header: bool, allowed: bool| {
         let config = EncodeConfig {
-            model: crate::format::load(model_name, None).unwrap(),
-            whole: false,
-            count: false,
             header,
             allowed_special: if allowed {
                 AllowedSpecial::All
@@ -512,15 +467,7 @@ fn encoded_shards_concatenate_to_the_single_run() {
                 AllowedSpecial::None
             },
             threads: 2,
-            no_mmap: false,
-            line_buffered: false,
-            field: None,
-            skip_invalid: false,
-            format: Format::Ndjson,
-            eot: None,
-            bos: None,
-            shard_tokens: None,
-            output: Some(out_path.clone()),
+            ..super::encode_config(crate::format::load(model_name, None).unwrap(), &out_path)
         };
         encode::encode(&config, sources).unwrap();
         std::fs::read(&out_path).unwrap()

@@ -1056,21 +1056,9 @@ fn whole_input_encodes_alike_on_any_thread_count() {
     for threads in [1, 2, 3] {
         let output = dir.join("ids.jsonl");
         let config = EncodeConfig {
-            model: crate::model::Model::Word(model.clone()),
             whole: true,
-            count: false,
-            header: false,
-            allowed_special: crate::encode::AllowedSpecial::None,
             threads,
-            no_mmap: false,
-            line_buffered: false,
-            field: None,
-            skip_invalid: false,
-            format: crate::format::tokens::Format::Ndjson,
-            eot: None,
-            bos: None,
-            shard_tokens: None,
-            output: Some(output.clone()),
+            ..super::encode_config(crate::model::Model::Word(model.clone()), &output)
         };
         let stats = encode(&config, &[Source::file(&input)])
             .unwrap()
