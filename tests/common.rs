@@ -36,7 +36,6 @@ mod test_rng;
 pub(crate) use test_rng::Rng;
 
 /// The scale-out corpus, the one the library's tests use.
-#[allow(dead_code)]
 #[path = "../src/tests/corpus.rs"]
 pub(crate) mod corpus;
 

@@ -516,8 +516,6 @@ impl<'s> RecordCounter<'s> {
             RecordEnds::At(&ends)
         };
         self.count_pending(self.pending.len(), kind);
-        self.ends = ends;
-        self.ends.clear();
     }
 
     /// Counts what is held back and returns the counts of all the records.
