@@ -46,7 +46,8 @@
 //!   27 MB of lines, 1.13 s against 1.30 s without it, means of 4 alternated runs), or a
 //!   per-thread pair cache before the model's map.
 //! - Split models keep a per-thread chunk -> ids cache (words repeat: 4.9M chunks but
-//!   448k distinct in the 27 MB benchmark text, hence [`CACHE_ENTRIES`] = 512K).
+//!   448k distinct in the 27 MB benchmark text, hence [`CACHE_ENTRIES`] = 512K), with a
+//!   small level of short chunks in front of it (`tables::ChunkCache`).
 //! - Caches live in a pool inside the [`Encoder`], so it is `Sync` and each thread
 //!   borrows one for a batch; a cache is cleared when it reaches [`CACHE_ENTRIES`].
 //! - `--whole` input is cut only where the result cannot change: for `--split none`
@@ -66,7 +67,8 @@ use crate::parallel::Pool;
 use crate::pretokenize::Splitter;
 use long::MergeQueue;
 use tables::{
-    byte_pair, hash_bytes, ChunkCache, FlatPairs, PairCache, FLAT_PAIRS_MAX, PAIR_CACHE_BITS,
+    byte_pair, hash_bytes, ChunkCache, FlatPairs, PairCache, ShortKey, FLAT_PAIRS_MAX, HOT_MAX,
+    PAIR_CACHE_BITS,
 };
 use whole::CutRule;
 
@@ -364,13 +366,21 @@ impl<'m> Encoder<'m> {
             self.encode_sequence(scratch, chunk, out);
             return;
         }
-        let hash = hash_bytes(chunk);
-        if scratch.cache.get(hash, chunk, out) {
-            return;
+        let short = (chunk.len() <= HOT_MAX).then(|| ShortKey::new(chunk));
+        if let Some(key) = &short {
+            if scratch.cache.get_hot(key, out) {
+                return;
+            }
         }
+        let hash = hash_bytes(chunk);
         let start = out.len();
-        self.encode_sequence(scratch, chunk, out);
-        scratch.cache.insert(hash, chunk, &out[start..]);
+        if !scratch.cache.get(hash, chunk, out) {
+            self.encode_sequence(scratch, chunk, out);
+            scratch.cache.insert(hash, chunk, &out[start..]);
+        }
+        if let Some(key) = &short {
+            scratch.cache.put_hot(key, &out[start..]);
+        }
     }
 
     /// One whole sequence (no split pattern), with tiktoken's whole-token shortcut for

@@ -36,20 +36,82 @@ pub(super) fn byte_pair(w: &[u8]) -> usize {
     (w[0] as usize) << 8 | w[1] as usize
 }
 
-/// Chunk bytes -> ids, open addressing over one arena: a slot holds the hash, so a
-/// probe touches the slot array and then one arena spot (the key followed by its ids),
-/// two cache misses at most; no allocation per entry. Cleared when full.
+/// Chunk bytes -> ids in two levels. In front, 2^[`HOT_BITS`] direct-mapped entries of
+/// 32 bytes that hold a chunk of up to [`HOT_MAX`] bytes and up to three ids in place,
+/// so that a hit is one load from a table that stays in L2 (one thread, o200k_base,
+/// 27 MB of mixed text: ~6% less CPU for the whole command, where the second level's
+/// slot load had been a fifth of the time). Behind it every chunk, open addressing over
+/// one arena: a slot holds the hash, so a probe touches the slot array and then one
+/// arena spot (the key followed by its ids), two cache misses at most; no allocation
+/// per entry. Cleared when full.
 pub(super) struct ChunkCache {
+    /// The recent short chunks, at [`ShortKey::index`].
+    hot: Vec<Hot>,
     /// `[hash, arena offset, key length | ids length << 16]`; length 0 is empty.
-    pub(super) slots: Vec<[u32; 3]>,
-    pub(super) len: usize,
+    slots: Vec<[u32; 3]>,
+    len: usize,
     /// Each entry: key bytes, then its ids as little-endian u32s.
-    pub(super) arena: Vec<u8>,
+    arena: Vec<u8>,
+}
+
+/// log2 of the entries of the hot level ([`ChunkCache`]): 512 KB. (12 and 16 bits
+/// measured the same within the host's noise.)
+const HOT_BITS: u32 = 14;
+/// Chunks of at most this many bytes can be hot.
+pub(super) const HOT_MAX: usize = 16;
+
+/// One hot chunk: its [`ShortKey`] words, `length | ids << 8` (0: empty), its ids.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(32))]
+struct Hot {
+    words: [u64; 2],
+    meta: u32,
+    ids: [u32; 3],
+}
+
+/// A chunk of 2 to [`HOT_MAX`] bytes as two words that, with its length, name it: its
+/// first and last eight bytes (which overlap below 16), or first and last four, or its
+/// first, middle and last byte (which cover a chunk of up to three).
+#[derive(Clone, Copy)]
+pub(super) struct ShortKey {
+    words: [u64; 2],
+    len: u32,
+}
+
+impl ShortKey {
+    #[inline(always)]
+    pub(super) fn new(chunk: &[u8]) -> ShortKey {
+        let n = chunk.len();
+        debug_assert!((2..=HOT_MAX).contains(&n));
+        let le8 = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+        let le4 = |b: &[u8]| u64::from(u32::from_le_bytes(b.try_into().expect("4 bytes")));
+        let words = if n >= 8 {
+            [le8(&chunk[..8]), le8(&chunk[n - 8..])]
+        } else if n >= 4 {
+            [le4(&chunk[..4]) | le4(&chunk[n - 4..]) << 32, 0]
+        } else {
+            let b = |i: usize| u64::from(chunk[i]);
+            [b(0) | b(n / 2) << 8 | b(n - 1) << 16, 0]
+        };
+        ShortKey {
+            words,
+            len: n as u32,
+        }
+    }
+
+    /// The key's entry in the hot level.
+    #[inline(always)]
+    fn index(&self) -> usize {
+        let h = (self.words[0] ^ u64::from(self.len)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ self.words[1].wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+        (h.wrapping_mul(0xBF58_476D_1CE4_E5B9) >> (64 - HOT_BITS)) as usize
+    }
 }
 
 impl Default for ChunkCache {
     fn default() -> ChunkCache {
         ChunkCache {
+            hot: vec![Hot::default(); 1 << HOT_BITS],
             slots: vec![[0; 3]; 2 * CACHE_ENTRIES],
             len: 0,
             arena: Vec::new(),
@@ -58,6 +120,36 @@ impl Default for ChunkCache {
 }
 
 impl ChunkCache {
+    /// Appends the ids of the hot chunk `key` to `out`; false if it is not hot.
+    #[inline(always)]
+    pub(super) fn get_hot(&self, key: &ShortKey, out: &mut Vec<u32>) -> bool {
+        let e = &self.hot[key.index()];
+        if e.words != key.words || e.meta & 0xFF != key.len {
+            return false;
+        }
+        match e.meta >> 8 {
+            1 => out.push(e.ids[0]),
+            2 => out.extend_from_slice(&e.ids[..2]),
+            _ => out.extend_from_slice(&e.ids),
+        }
+        true
+    }
+
+    /// Makes `key` hot with `ids` if they fit in an entry.
+    #[inline(always)]
+    pub(super) fn put_hot(&mut self, key: &ShortKey, ids: &[u32]) {
+        if ids.is_empty() || ids.len() > 3 {
+            return;
+        }
+        let mut e = Hot {
+            words: key.words,
+            meta: key.len | (ids.len() as u32) << 8,
+            ids: [0; 3],
+        };
+        e.ids[..ids.len()].copy_from_slice(ids);
+        self.hot[key.index()] = e;
+    }
+
     /// Appends the ids cached for `key` to `out`; false if `key` is not cached.
     #[inline]
     pub(super) fn get(&self, hash: u64, key: &[u8], out: &mut Vec<u32>) -> bool {
@@ -213,5 +305,64 @@ impl<'m> FlatPairs<'m> {
             return NONE;
         }
         probe_pair(key, self.bits, |at| self.slots[at]).unwrap_or(NONE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::test_rng::Rng;
+
+    /// Two chunks share a hot key only when they are equal, and the two levels give back
+    /// exactly the ids last stored for a chunk (a `HashMap` is the twin), over seeded
+    /// random chunks from a three-letter alphabet (so that chunks share prefixes,
+    /// suffixes and middles) and random id lists, with the hot level's entries
+    /// replaced many times over.
+    #[test]
+    fn chunk_cache_returns_what_was_stored() {
+        let mut rng = Rng::new(0x5EED_CACE);
+        let mut keys: HashMap<([u64; 2], u32), Vec<u8>> = HashMap::new();
+        let mut twin: HashMap<Vec<u8>, Vec<u32>> = HashMap::new();
+        let mut cache = ChunkCache::default();
+        for _ in 0..200_000 {
+            let len = 2 + rng.below(HOT_MAX + 8);
+            let chunk = rng.bytes_from(b"ab\x00", len);
+            let short = (len <= HOT_MAX).then(|| ShortKey::new(&chunk));
+            if let Some(key) = &short {
+                let other = keys.entry((key.words, key.len)).or_insert(chunk.clone());
+                assert_eq!(*other, chunk, "two chunks with one hot key");
+            }
+            let hash = hash_bytes(&chunk);
+            let mut out = vec![7];
+            match twin.get(&chunk) {
+                Some(ids) => {
+                    let hot = short
+                        .as_ref()
+                        .is_some_and(|key| cache.get_hot(key, &mut out));
+                    if !hot {
+                        assert!(cache.get(hash, &chunk, &mut out), "{chunk:?} not cached");
+                    }
+                    assert_eq!(out[1..], ids[..], "{chunk:?}");
+                    if let Some(key) = &short {
+                        cache.put_hot(key, ids);
+                    }
+                }
+                None => {
+                    if let Some(key) = &short {
+                        assert!(!cache.get_hot(key, &mut out));
+                    }
+                    assert!(!cache.get(hash, &chunk, &mut out));
+                    assert_eq!(out, [7]);
+                    let ids: Vec<u32> = (0..1 + rng.below(5)).map(|_| rng.below(1 << 20)).collect();
+                    cache.insert(hash, &chunk, &ids);
+                    if let Some(key) = &short {
+                        cache.put_hot(key, &ids);
+                    }
+                    twin.insert(chunk, ids);
+                }
+            }
+        }
     }
 }
