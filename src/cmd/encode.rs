@@ -512,10 +512,8 @@ impl Streamed {
             Sink::Tokens(tokens) => tokens.extend(ids),
             Sink::Text(_) if self.count => Ok(()),
             Sink::Text(_) => {
-                for (k, &id) in ids.iter().enumerate() {
-                    self.buf.push(if first && k == 0 { b'[' } else { b',' });
-                    ndjson::push_u32(&mut self.buf, id);
-                }
+                let sep = if first { b'[' } else { b',' };
+                ndjson::push_list(&mut self.buf, Some(sep), ids);
                 if self.buf.len() >= 1 << 16 {
                     self.flush(sink)?;
                 }
@@ -700,16 +698,17 @@ fn write_in_pieces(item: &EncodedItem, out: &mut dyn Write) -> std::io::Result<(
     let mut buf = Vec::with_capacity((1 << 16) + 16);
     let mut start = 0;
     for &end in &item.ends {
-        buf.push(b'[');
-        for (k, &id) in item.ids[start..end].iter().enumerate() {
-            if k > 0 {
-                buf.push(b',');
-            }
-            ndjson::push_u32(&mut buf, id);
+        let mut sep = b'[';
+        for ids in item.ids[start..end].chunks(4096) {
+            ndjson::push_list(&mut buf, Some(sep), ids);
+            sep = b',';
             if buf.len() >= 1 << 16 {
                 out.write_all(&buf)?;
                 buf.clear();
             }
+        }
+        if sep == b'[' {
+            buf.push(b'[');
         }
         buf.extend_from_slice(b"]\n");
         start = end;

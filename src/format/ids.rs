@@ -225,13 +225,65 @@ pub(crate) fn is_header(line: &[u8]) -> bool {
 /// Appends `ids` as a compact JSON array (no newline) to `buf`.
 pub(crate) fn push_ids(buf: &mut Vec<u8>, ids: &[u32]) {
     buf.push(b'[');
-    for (k, &id) in ids.iter().enumerate() {
-        if k > 0 {
-            buf.push(b',');
-        }
-        push_u32(buf, id);
-    }
+    push_list(buf, None, ids);
     buf.push(b']');
+}
+
+/// Appends the ids of `ids`, `first` (if any) before the first and `,` before each
+/// other (nothing for no ids).
+///
+/// The ids go through a stack buffer, each as one fixed-width store of its eight
+/// digits ([`digits8`]), so that no id costs a call or a capacity check: writing the
+/// ids digit by digit into the `Vec` took ~8% of a one-thread o200k_base encode.
+pub(crate) fn push_list(buf: &mut Vec<u8>, first: Option<u8>, ids: &[u32]) {
+    const STAGE: usize = 1024;
+    let mut stage = [0u8; STAGE + 24];
+    let mut pos = 0;
+    for (k, &id) in ids.iter().enumerate() {
+        if let Some(sep) = if k > 0 { Some(b',') } else { first } {
+            stage[pos] = sep;
+            pos += 1;
+        }
+        if id < 100_000_000 {
+            let digits = digits8(id);
+            // Leading zeros are the low zero bytes of the digits' values (id 0 keeps one).
+            let zeros = ((digits ^ 0x3030_3030_3030_3030).trailing_zeros() / 8).min(7);
+            stage[pos..pos + 8].copy_from_slice(&(digits >> (8 * zeros)).to_le_bytes());
+            pos += 8 - zeros as usize;
+        } else {
+            let (high, low) = (id / 100_000_000, id % 100_000_000);
+            let high = digits8(high) >> 48;
+            let width = if high & 0xFF == 0x30 { 1 } else { 2 };
+            stage[pos..pos + width].copy_from_slice(&(high as u16).to_le_bytes()[2 - width..]);
+            stage[pos + width..pos + width + 8].copy_from_slice(&digits8(low).to_le_bytes());
+            pos += width + 8;
+        }
+        if pos >= STAGE {
+            buf.extend_from_slice(&stage[..pos]);
+            pos = 0;
+        }
+    }
+    buf.extend_from_slice(&stage[..pos]);
+}
+
+/// The eight decimal digits of `v` (below 10^8, with leading zeros) as ASCII, the first
+/// digit in the lowest byte: the halves, then pairs, then single digits are split in
+/// the lanes of one word (quotients by multiplying with a reciprocal, exact for these
+/// ranges; no lane carries into the next).
+#[inline(always)]
+pub(crate) fn digits8(v: u32) -> u64 {
+    debug_assert!(v < 100_000_000);
+    // Two 32-bit lanes of four digits each, the first four in the low lane.
+    let fours = u64::from(v / 10_000) | u64::from(v % 10_000) << 32;
+    // y / 100 for y < 10^4 is (y * 10486) >> 20.
+    let high = ((fours * 10_486) >> 20) & 0x0000_007F_0000_007F;
+    let low = fours - 100 * high;
+    // Four 16-bit lanes of two digits each, in order.
+    let pairs = high | low << 16;
+    // z / 10 for z < 100 is (z * 103) >> 10.
+    let tens = ((pairs * 103) >> 10) & 0x000F_000F_000F_000F;
+    let ones = pairs - 10 * tens;
+    (tens | ones << 8) + 0x3030_3030_3030_3030
 }
 
 /// Appends the decimal digits of `value`.
@@ -315,6 +367,52 @@ mod tests {
     fn ids(text: &str) -> std::result::Result<Vec<u32>, String> {
         let mut out = Vec::new();
         parse_ids_into(text.as_bytes(), &mut out).map(|()| out)
+    }
+
+    /// The naive twin of the id writers: `format!` of each id.
+    fn naive_list(first: Option<u8>, ids: &[u32]) -> String {
+        if ids.is_empty() {
+            return String::new();
+        }
+        let mut out = first.map(|b| (b as char).to_string()).unwrap_or_default();
+        let digits: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+        out.push_str(&digits.join(","));
+        out
+    }
+
+    #[test]
+    fn ids_are_written_as_format_writes_them() {
+        // Every digit count and its edges, then seeded random ids of every magnitude.
+        let mut edges = vec![0, 1, 9, u32::MAX, u32::MAX - 1, 4_199_999_999];
+        for p in 1..=9 {
+            let t = 10u32.pow(p);
+            edges.extend([t - 1, t, t + 1, 2 * t - 1, 4 * t]);
+        }
+        for &v in &edges {
+            if v < 100_000_000 {
+                assert_eq!(digits8(v).to_le_bytes(), *format!("{v:08}").as_bytes());
+            }
+        }
+        let mut rng = crate::test_rng::Rng::new(81);
+        for round in 0..2000 {
+            let len = rng.below(if round % 10 == 0 { 3000 } else { 40 });
+            let ids: Vec<u32> = (0..len)
+                .map(|_| match rng.below(4) {
+                    0 => rng.below(256) as u32,
+                    1 => rng.below(1 << 18) as u32,
+                    2 => edges[rng.below(edges.len())],
+                    _ => rng.next_u64() as u32 >> rng.below(32),
+                })
+                .collect();
+            for first in [None, Some(b'['), Some(b',')] {
+                let mut buf = b"x".to_vec();
+                push_list(&mut buf, first, &ids);
+                assert_eq!(buf[1..], *naive_list(first, &ids).as_bytes(), "{ids:?}");
+            }
+            let mut buf = Vec::new();
+            push_ids(&mut buf, &ids);
+            assert_eq!(buf, format!("[{}]", naive_list(None, &ids)).into_bytes());
+        }
     }
 
     #[test]
