@@ -217,12 +217,12 @@ impl Splitter {
     pub fn split<'t>(&self, text: &'t [u8], emit: &mut dyn FnMut(&'t [u8])) {
         let mut rest = text;
         while !rest.is_empty() {
-            let (valid, invalid_len) = match std::str::from_utf8(rest) {
+            let (valid, invalid_len) = match simdutf8::compat::from_utf8(rest) {
                 Ok(s) => (s, 0),
                 Err(e) => {
                     let good = e.valid_up_to();
                     // The prefix up to valid_up_to() is valid UTF-8 by definition.
-                    let s = std::str::from_utf8(&rest[..good]).unwrap_or("");
+                    let s = simdutf8::compat::from_utf8(&rest[..good]).unwrap_or("");
                     (s, e.error_len().unwrap_or(rest.len() - good))
                 }
             };
