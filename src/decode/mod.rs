@@ -3,6 +3,8 @@
 
 pub(crate) mod stream;
 
+use ahash::AHashMap;
+
 use crate::model::{BpeModel, Model};
 
 /// Appends the bytes of `ids` under `model` to `out`; `Err(id)` names the first id that
@@ -77,8 +79,8 @@ impl DecodeBuf {
 #[repr(align(16))]
 struct Slot([u8; PAD]);
 
-/// Id -> bytes in one flat table for the decoder's fast path: `spans[id]` is
-/// `offset << 32 | length` into `bytes` (length 0: not in the vocabulary). Word models
+/// Id -> bytes in one flat table for the decoder's fast path: `slots[id]` holds a token
+/// of up to 15 bytes; longer ones are spans into `bytes` in a small map. Word models
 /// store each word followed by the space that joins it to the next.
 ///
 /// Each id is parsed eight bytes at a time without a branch on its length, and its token
@@ -89,16 +91,22 @@ struct Slot([u8; PAD]);
 /// (Intel AVX-512 host; docs/performance-notes.md, "Decoding", has the steps and what
 /// did not help).
 ///
+/// Building the table is part of every run's start: each slot is one fixed-width copy,
+/// and only the long tokens get a span, in a map (o200k_base: a run decoding one record
+/// took 18% less CPU than with a `memmove` call per slot and a dense span table, 340
+/// fewer page faults; 100 runs a sample, 6 interleaved samples).
+///
 /// [`decode_lines`]: DecodeTable::decode_lines
 pub(crate) struct DecodeTable {
-    /// `offset << 32 | length` of each id's bytes in `bytes`; offset [`DERIVED`]: a merge
-    /// list's token of 16 bytes or more, written from its parts.
-    spans: Vec<u64>,
     /// `slots[id]`: the bytes and length of a token of up to 15 bytes (most are), so
-    /// that each token is one aligned load of 16 bytes, where a size table, `spans` and
-    /// `bytes` were three loads (two dependent): measured on the 32k stream with one
-    /// thread, 73 -> 70 ms CPU for the whole command.
+    /// that each token is one aligned load of 16 bytes, where a size table, a span
+    /// table and `bytes` were three loads (two dependent): measured on the 32k stream
+    /// with one thread, 73 -> 70 ms CPU for the whole command. Length 0: a longer
+    /// token (in `long`) or an id outside the vocabulary.
     slots: Vec<Slot>,
+    /// `offset << 32 | length` in `bytes` of each token of 16 bytes or more; offset
+    /// [`DERIVED`]: a merge list's token, written from its parts.
+    long: AHashMap<u32, u64>,
     bytes: Vec<u8>,
     /// A merge list's pairs (`merges[k]` made id `256 + k`): its longer tokens are not
     /// kept but written from their parts' slots, so that a model of a few lines whose
@@ -111,57 +119,70 @@ pub(crate) struct DecodeTable {
 /// The offset of a span whose token is written from its parts.
 const DERIVED: u64 = u32::MAX as u64;
 
+/// Fills the slot or the long span of one token while a [`DecodeTable`] is built.
+struct Builder {
+    slots: Vec<Slot>,
+    long: AHashMap<u32, u64>,
+}
+
+impl Builder {
+    /// Token `id` is `size` bytes at `offset` of `bytes` (which ends with [`PAD`] zero
+    /// bytes), or ([`DERIVED`]) written from its parts.
+    #[inline(always)]
+    fn add(&mut self, bytes: &[u8], id: usize, offset: u64, size: usize) {
+        if self.slots.len() <= id {
+            self.slots.resize(id + 1, Slot::default());
+        }
+        let mut slot = Slot::default();
+        if size < PAD && offset != DERIVED {
+            // Sixteen bytes from the token's, the ones past it masked off: a fixed-width
+            // copy (one of `size` bytes was a `memmove` call per token).
+            let offset = offset as usize;
+            let word: [u8; PAD] = bytes[offset..offset + PAD].try_into().expect("PAD");
+            let mask = (1u128 << (8 * size)) - 1;
+            slot.0 = (u128::from_le_bytes(word) & mask).to_le_bytes();
+            slot.0[PAD - 1] = size as u8;
+        } else if size > 0 {
+            self.long.insert(id as u32, offset << 32 | size as u64);
+        }
+        self.slots[id] = slot;
+    }
+}
+
 impl DecodeTable {
     /// The table of `model` (special tokens included).
     pub(crate) fn new(model: &Model) -> DecodeTable {
-        let mut spans = Vec::new();
         let mut bytes = Vec::new();
         let mut merges = Vec::new();
-        let put = |spans: &mut Vec<u64>,
-                   bytes: &mut Vec<u8>,
+        // Tokens appended to `bytes` (specials, words): (id, offset, size).
+        let mut added: Vec<(usize, u64, usize)> = Vec::new();
+        let put = |bytes: &mut Vec<u8>,
+                   added: &mut Vec<(usize, u64, usize)>,
                    id: usize,
                    token: &[u8],
                    joiner: Option<u8>| {
-            if spans.len() <= id {
-                spans.resize(id + 1, 0);
-            }
             let start = bytes.len();
             bytes.extend_from_slice(token);
             bytes.extend(joiner);
-            spans[id] = (start as u64) << 32 | (bytes.len() - start) as u64;
+            added.push((id, start as u64, bytes.len() - start));
         };
+        let mut ordinary = 0;
         let joined = match model {
             Model::Bpe(bpe) => {
-                let lengths = bpe.token_offsets.windows(2).map(|w| w[1] - w[0]);
+                ordinary = bpe.token_offsets.len().saturating_sub(1);
                 match bpe.stored_token_bytes() {
                     // The model's own table, whole: o200k_base's 200k tokens one at a
                     // time took ~5 ms, a tenth of the time of a 27 MB `--whole` decode.
-                    Some(stored) => {
-                        bytes.extend_from_slice(stored);
-                        spans.extend(
-                            bpe.token_offsets
-                                .windows(2)
-                                .zip(lengths)
-                                .map(|(w, size)| u64::from(w[0]) << 32 | u64::from(size)),
-                        );
-                    }
-                    None => {
-                        spans.extend(lengths.map(|size| DERIVED << 32 | u64::from(size)));
-                        merges.clone_from(&bpe.merges);
-                    }
+                    Some(stored) => bytes.extend_from_slice(stored),
+                    None => merges.clone_from(&bpe.merges),
                 }
                 // Special ids far past the ordinary ones would make the dense table
                 // huge; the general reader decodes those.
-                let limit = spans.len() + (1 << 16);
+                let limit = ordinary + (1 << 16);
                 for special in &bpe.specials {
                     if !special.text.is_empty() && (special.id as usize) < limit {
-                        put(
-                            &mut spans,
-                            &mut bytes,
-                            special.id as usize,
-                            special.text.as_bytes(),
-                            None,
-                        );
+                        let text = special.text.as_bytes();
+                        put(&mut bytes, &mut added, special.id as usize, text, None);
                     }
                 }
                 false
@@ -169,29 +190,27 @@ impl DecodeTable {
             Model::Word(word) => {
                 for id in 0..=word.unk_id {
                     if let Some(w) = crate::word::word_bytes(word, id) {
-                        put(&mut spans, &mut bytes, id as usize, &w, Some(b' '));
+                        put(&mut bytes, &mut added, id as usize, &w, Some(b' '));
                     }
                 }
                 true
             }
         };
         bytes.extend_from_slice(&[0; PAD]);
-        let mut slots: Vec<Slot> = spans
-            .iter()
-            .map(|&span| {
-                let (offset, size) = (span >> 32, span as u32 as usize);
-                let mut slot = Slot::default();
-                if size < PAD && offset != DERIVED {
-                    let offset = offset as usize;
-                    slot.0[..size].copy_from_slice(&bytes[offset..offset + size]);
-                    slot.0[PAD - 1] = size as u8;
-                }
-                slot
-            })
-            .collect();
+        let mut table = Builder {
+            slots: vec![Slot::default(); ordinary],
+            long: AHashMap::new(),
+        };
         if let Model::Bpe(bpe) = model {
-            if bpe.stored_token_bytes().is_none() {
-                // A merge list's short tokens, each its pair's two slots end to end.
+            let sizes = bpe.token_offsets.windows(2).map(|w| (w[0], (w[1] - w[0]) as usize));
+            if bpe.stored_token_bytes().is_some() {
+                for (id, (offset, size)) in sizes.enumerate() {
+                    table.add(&bytes, id, u64::from(offset), size);
+                }
+            } else {
+                // A merge list's short tokens, each its pair's two slots end to end; the
+                // longer ones written from their parts.
+                let slots = &mut table.slots;
                 for (byte, &id) in bpe.base_id_of_byte.iter().enumerate() {
                     if let Some(slot) = slots.get_mut(id as usize) {
                         slot.0[0] = byte as u8;
@@ -208,11 +227,22 @@ impl DecodeTable {
                         slot.0[PAD - 1] = (m + n) as u8;
                     }
                 }
+                for (id, (_, size)) in sizes.enumerate() {
+                    if size > 0 && table.slots[id].0[PAD - 1] == 0 {
+                        table.long.insert(id as u32, DERIVED << 32 | size as u64);
+                    }
+                }
             }
         }
+        // Specials and words last: a special's bytes win over a token of its id.
+        for &(id, offset, size) in &added {
+            table.long.remove(&(id as u32));
+            table.add(&bytes, id, offset, size);
+        }
+        let Builder { slots, long } = table;
         DecodeTable {
-            spans,
             slots,
+            long,
             bytes,
             merges,
             joined,
@@ -370,11 +400,8 @@ impl DecodeTable {
     #[cold]
     #[inline(never)]
     fn put_long(&self, id: usize, len: usize, out: &mut DecodeBuf) -> Option<usize> {
-        let span = self.spans[id];
+        let span = *self.long.get(&(id as u32))?;
         let (offset, size) = (span >> 32, span as u32 as usize);
-        if size == 0 {
-            return None;
-        }
         if out.buf.len() < len + size + PAD {
             out.used = len;
             out.room(size + PAD);
