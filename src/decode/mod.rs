@@ -202,7 +202,10 @@ impl DecodeTable {
             long: AHashMap::new(),
         };
         if let Model::Bpe(bpe) = model {
-            let sizes = bpe.token_offsets.windows(2).map(|w| (w[0], (w[1] - w[0]) as usize));
+            let sizes = bpe
+                .token_offsets
+                .windows(2)
+                .map(|w| (w[0], (w[1] - w[0]) as usize));
             if bpe.stored_token_bytes().is_some() {
                 for (id, (offset, size)) in sizes.enumerate() {
                     table.add(&bytes, id, u64::from(offset), size);
