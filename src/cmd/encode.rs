@@ -707,7 +707,7 @@ fn write_in_pieces(item: &EncodedItem, out: &mut dyn Write) -> std::io::Result<(
                 buf.clear();
             }
         }
-        if sep == b'[' {
+        if start == end {
             buf.push(b'[');
         }
         buf.extend_from_slice(b"]\n");

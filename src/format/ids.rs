@@ -271,7 +271,7 @@ pub(crate) fn push_list(buf: &mut Vec<u8>, first: Option<u8>, ids: &[u32]) {
 /// the lanes of one word (quotients by multiplying with a reciprocal, exact for these
 /// ranges; no lane carries into the next).
 #[inline(always)]
-pub(crate) fn digits8(v: u32) -> u64 {
+fn digits8(v: u32) -> u64 {
     debug_assert!(v < 100_000_000);
     // Two 32-bit lanes of four digits each, the first four in the low lane.
     let fours = u64::from(v / 10_000) | u64::from(v % 10_000) << 32;
