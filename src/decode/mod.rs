@@ -29,6 +29,13 @@ fn decode_bpe(model: &BpeModel, ids: &[u32], out: &mut Vec<u8>) -> std::result::
 /// bytes can be copied as one fixed-width move.
 const PAD: usize = 16;
 
+/// The bytes of text whose ids [`DecodeTable::decode_ids_text`] finds in one step.
+const BLOCK: usize = 64;
+
+/// The most the ids of a [`BLOCK`] of text write past its start with short tokens:
+/// [`PAD`] bytes for each.
+const ROOM: usize = (BLOCK + 1) * PAD;
+
 /// Output bytes for [`DecodeTable`]: a buffer kept initialised past its used length,
 /// so that each token is one fixed-width copy and growing never re-zeroes what was
 /// written (a `Vec` truncated after every record would be zero-filled again).
@@ -278,37 +285,70 @@ impl DecodeTable {
     /// Appends the bytes of `text`, ids joined by commas (`1,22,333`), to `out`; false
     /// (with `out` in an unspecified state) when `text` is not of that form or names
     /// an id outside the vocabulary.
+    ///
+    /// The text is read [`BLOCK`] bytes at a time, in two steps. First its ids: one mask
+    /// of the bytes that are not digits ([`nondigits64`]), then a step per set bit, the
+    /// end of an id whose digits run from the bit before; the ids go to a short list.
+    /// Then the list's tokens are copied, a few instructions each, so that many of
+    /// their slots' loads are under way at once (o200k_base's table is larger than the
+    /// level-2 cache). Reading each id's length from its own bytes and copying its token
+    /// at once, as the lines' pass does, made each step wait on the last (27 MB of text,
+    /// 7.07M o200k_base ids, one thread: 9% less CPU for the whole command; the lines'
+    /// pass with a list was 8% slower, so it keeps its way).
     fn decode_ids_text(&self, text: &[u8], out: &mut DecodeBuf) -> bool {
         let n = text.len();
-        let mut i = 0;
         let mut len = out.used;
+        // Where the digits of the next id start.
+        let mut start = 0;
+        let mut base = 0;
+        // The ids of a block: at most one a byte, and one for the end of the text.
+        let mut ids = [0u32; BLOCK + 1];
         loop {
-            // The id at `i`: its digit count and value from eight bytes, without a branch
-            // on its length.
-            let word = load8(text, i);
-            let digits = (nondigits(word).trailing_zeros() / 8) as usize;
-            if digits == 0 || digits == 8 || (digits > 1 && word as u8 == b'0') {
-                return false;
-            }
-            let Some(end) = self.put(parse_digits(word, digits), len, out) else {
-                return false;
+            let mut mask = match text.get(base..base + BLOCK) {
+                Some(block) => nondigits64(block.try_into().expect("BLOCK bytes")),
+                None => {
+                    // The last bytes, digits after them, and their end as a separator.
+                    let mut tail = [b'0'; BLOCK];
+                    tail[..n - base].copy_from_slice(&text[base..]);
+                    nondigits64(&tail) | 1 << (n - base)
+                }
             };
-            len = end;
-            i += digits;
-            if i >= n {
-                break;
+            let mut k = 0;
+            let mut end = false;
+            while mask != 0 {
+                let p = base + mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                // An id of 1 to 7 digits, no leading zero, in the table.
+                let digits = p - start;
+                if digits == 0 || digits > 7 {
+                    return false;
+                }
+                let word = load8(text, start);
+                let id = parse_digits(word, digits);
+                if (digits > 1 && word as u8 == b'0') || id >= self.slots.len() {
+                    return false;
+                }
+                ids[k] = id as u32;
+                k += 1;
+                match text.get(p) {
+                    Some(b',') => start = p + 1,
+                    Some(_) => return false,
+                    None => {
+                        end = true;
+                        break;
+                    }
+                }
             }
-            if text[i] != b',' {
-                return false;
+            len = match self.write_ids(&ids[..k], len, out) {
+                Some(len) => len,
+                None => return false,
+            };
+            if end {
+                out.used = len;
+                return true;
             }
-            i += 1;
-            if i == n {
-                // A trailing comma.
-                return false;
-            }
+            base += BLOCK;
         }
-        out.used = len;
-        true
     }
 
     /// Appends the bytes of `text`, whole lines in the compact form (each `[1,22,333]`
@@ -347,7 +387,7 @@ impl DecodeTable {
                     if digits == 0 || digits == 8 || (digits > 1 && word as u8 == b'0') {
                         return None;
                     }
-                    len = self.put(parse_digits(word, digits), len, out)?;
+                    len = self.put_checked(parse_digits(word, digits), len, out)?;
                     i += digits;
                     match text.get(i) {
                         Some(b',') => i += 1,
@@ -382,9 +422,10 @@ impl DecodeTable {
     }
 
     /// Copies the bytes of `id` to `out` at `len` (the used length, not yet stored in
-    /// `out`), returning the new length; `None` for an id outside the table.
+    /// `out`), returning the new length; `None` for an id outside the table. The lines'
+    /// pass writes each token as its id is read: a list of them cost it 8% more.
     #[inline(always)]
-    fn put(&self, id: usize, len: usize, out: &mut DecodeBuf) -> Option<usize> {
+    fn put_checked(&self, id: usize, len: usize, out: &mut DecodeBuf) -> Option<usize> {
         let slot = self.slots.get(id)?;
         let size = usize::from(slot.0[PAD - 1]);
         if size == 0 {
@@ -398,16 +439,37 @@ impl DecodeTable {
         Some(len + size)
     }
 
-    /// [`put`](Self::put) for a token of 16 bytes or more, or an id outside the
-    /// vocabulary.
+    /// Writes the tokens of `ids` (in the table) to `out` at `len` and returns the new
+    /// length; `None` for an id outside the vocabulary.
+    #[inline(always)]
+    fn write_ids(&self, ids: &[u32], mut len: usize, out: &mut DecodeBuf) -> Option<usize> {
+        // Room for all of them (`put_long` keeps as much past a long token), so that
+        // each short token's copy needs no check of its own.
+        out.used = len;
+        out.room(ROOM);
+        for &id in ids {
+            let slot = &self.slots[id as usize];
+            let size = usize::from(slot.0[PAD - 1]);
+            if size == 0 {
+                len = self.put_long(id as usize, len, out)?;
+            } else {
+                out.buf[len..len + PAD].copy_from_slice(&slot.0);
+                len += size;
+            }
+        }
+        Some(len)
+    }
+
+    /// Copies a token of 16 bytes or more to `out` at `len`, returning the new length;
+    /// `None` for an id outside the vocabulary.
     #[cold]
     #[inline(never)]
     fn put_long(&self, id: usize, len: usize, out: &mut DecodeBuf) -> Option<usize> {
         let span = *self.long.get(&(id as u32))?;
         let (offset, size) = (span >> 32, span as u32 as usize);
-        if out.buf.len() < len + size + PAD {
+        if out.buf.len() < len + size + ROOM {
             out.used = len;
-            out.room(size + PAD);
+            out.room(size + ROOM);
         }
         if offset == DERIVED {
             self.put_parts(id, len, out);
@@ -476,6 +538,21 @@ fn load8(text: &[u8], i: usize) -> u64 {
             u64::from_le_bytes(word)
         }
     }
+}
+
+/// Bit `k` set when byte `k` of `block` is not an ASCII digit: [`nondigits`] of each
+/// eight bytes, their top bits gathered by one multiplication (the bits of byte `j`
+/// and factor byte `7 - j` land on bit `56 + j`; no two products share a bit, so
+/// nothing carries).
+#[inline(always)]
+fn nondigits64(block: &[u8; BLOCK]) -> u64 {
+    let mut mask = 0;
+    for (k, word) in block.chunks_exact(8).enumerate() {
+        let word = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+        let tops = nondigits(word) >> 7;
+        mask |= (tops.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * k);
+    }
+    mask
 }
 
 /// The top bit of each byte of `word` set when that byte is not an ASCII digit: with

@@ -286,3 +286,75 @@ fn far_special_ids_decode_without_a_huge_table() {
     assert!(table.decode_record(b"[256,99]", &mut buf));
     assert_eq!(buf.as_slice(), b"abc");
 }
+
+/// Records of a large vocabulary (o200k_base: ids of one to six digits) read by the
+/// block scan of ids ([`DecodeTable::decode_record`]) against the general reader, with
+/// one byte changed at a random place (often near a 64-byte block's edge) to any value,
+/// or an id made too long, zero-led or out of the vocabulary: the same bytes when the
+/// fast path takes the record, and a refusal exactly when the record is not compact
+/// and valid.
+#[test]
+fn id_blocks_equal_the_general_reader_on_a_large_vocabulary() {
+    let model = Model::Bpe(crate::model::builtin("o200k_base").unwrap());
+    let table = DecodeTable::new(&model);
+    let vocab = model.vocab_size() as u64;
+    let mut rng = Rng::new(17);
+    let (mut taken, mut refused) = (0, 0);
+    for case in 0..3000 {
+        let n = 1 + rng.below(if case % 3 == 0 { 400 } else { 40 }) as usize;
+        let ids: Vec<u32> = (0..n)
+            .map(|_| match rng.below(4) {
+                0 => rng.below(10) as u32,
+                1 => rng.below(1000) as u32,
+                _ => rng.below(vocab) as u32,
+            })
+            .collect();
+        let mut line = Vec::new();
+        ndjson::push_ids(&mut line, &ids);
+        let inner = line.len() - 2;
+        // Near a block's edge (the scan's blocks start at the byte after `[`), or anywhere.
+        let at = if rng.below(2) == 0 {
+            let edge = 64 * rng.below((inner / 64) as u64 + 1) as usize;
+            1 + (edge + rng.below(5) as usize)
+                .saturating_sub(2)
+                .min(inner - 1)
+        } else {
+            1 + rng.below(inner as u64) as usize
+        };
+        match case % 6 {
+            1 => line[at] = rng.below(256) as u8,
+            2 => line.insert(at, b"0123456789"[rng.below(10) as usize]),
+            3 => line.insert(at, b'0'),
+            4 => line
+                .splice(at..at, b"99999999".iter().copied())
+                .for_each(drop),
+            5 => line.splice(at..at, b"0,".iter().copied()).for_each(drop),
+            _ => {}
+        }
+        let mut buf = DecodeBuf::default();
+        buf.extend_from_slice(b"x");
+        let fast = table.decode_record(&line, &mut buf);
+        let slow = slow_decode(&model, &line);
+        let text = String::from_utf8_lossy(&line);
+        let mut ids = Vec::new();
+        let compact = ndjson::parse_ids_into(&line, &mut ids).is_ok() && {
+            let mut canonical = Vec::new();
+            ndjson::push_ids(&mut canonical, &ids);
+            canonical == line
+        };
+        assert_eq!(fast, compact && slow.is_some(), "{text}");
+        if fast {
+            taken += 1;
+            let mut want = b"x".to_vec();
+            want.extend(slow.unwrap());
+            assert_eq!(buf.as_slice(), want, "{text}");
+        } else {
+            refused += 1;
+            assert_eq!(buf.as_slice(), b"x", "{text}: refused but wrote");
+        }
+    }
+    assert!(
+        taken > 1000 && refused > 1000,
+        "taken {taken}, refused {refused}"
+    );
+}
