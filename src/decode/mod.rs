@@ -92,9 +92,10 @@ struct Slot([u8; PAD]);
 ///
 /// Each id is parsed eight bytes at a time without a branch on its length, and its token
 /// copied as one 16-byte move from its slot into a buffer that is never re-zeroed; the
-/// lines go in one pass ([`decode_lines`]). The loop then waits mostly on the slot loads
-/// (o200k_base's table is 3.2 MB, the level-2 cache 2 MB): one thread decodes the 6.5M
-/// ids of 27 MB of mixed text in 83 ms of CPU, 62 ms when every id's slot is in cache
+/// lines go in one pass ([`decode_lines`]), a record's ids (and the pieces of a long one)
+/// by blocks of 64 bytes ([`decode_ids_text`]). The loops wait mostly on the slot loads
+/// (o200k_base's table is 3.2 MB, the level-2 cache 2 MB): one thread decodes the 7.07M
+/// ids of 27 MB of mixed text, `--whole`, in 67-70 ms of CPU for the whole command
 /// (Intel AVX-512 host; docs/performance-notes.md, "Decoding", has the steps and what
 /// did not help).
 ///
@@ -104,6 +105,7 @@ struct Slot([u8; PAD]);
 /// fewer page faults; 100 runs a sample, 6 interleaved samples).
 ///
 /// [`decode_lines`]: DecodeTable::decode_lines
+/// [`decode_ids_text`]: DecodeTable::decode_ids_text
 pub(crate) struct DecodeTable {
     /// `slots[id]`: the bytes and length of a token of up to 15 bytes (most are), so
     /// that each token is one aligned load of 16 bytes, where a size table, a span
