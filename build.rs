@@ -1,7 +1,8 @@
 //! Build script: converts the shipped tiktoken rank files (`assets/*.tiktoken`) into
 //! ready tables in `OUT_DIR` (the layout of `src/model/tables.rs`, which this script
 //! includes, so that writer and reader share one definition), so that a run reads a
-//! built-in vocabulary in place instead of parsing ~200 ms of base64 and pairs.
+//! built-in vocabulary in place instead of parsing ~200 ms of base64 and pairs; and the
+//! decoder's slot table of each (`NAME.slots`), which a run would otherwise build.
 //!
 //! It also writes `classes.bin`, the Unicode class tables of the built-in splitters
 //! (layout in `src/pretokenize/classes.rs`): building them at start-up took ~0.6 ms of
@@ -29,8 +30,13 @@ fn main() {
         let path = format!("assets/{name}.tiktoken");
         println!("cargo:rerun-if-changed={path}");
         let text = fs::read(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
-        let blob = convert(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let parsed = tables::parse_rank_file::<std::collections::hash_map::RandomState>(&text)
+            .unwrap_or_else(|(line, message)| panic!("{path}: line {line}: {message}"));
+        let blob = tables::write_blob(&parsed)
+            .unwrap_or_else(|| panic!("{path}: ids do not fit the pair table"));
         fs::write(out_dir.join(format!("{name}.bin")), blob).expect("writing OUT_DIR");
+        let slots = tables::write_decode_slots(&parsed);
+        fs::write(out_dir.join(format!("{name}.slots")), slots).expect("writing OUT_DIR");
     }
     fs::write(out_dir.join("classes.bin"), classes()).expect("writing OUT_DIR");
 }
@@ -74,10 +80,4 @@ fn classes() -> Vec<u8> {
     }
     blob.extend_from_slice(&blocks);
     blob
-}
-
-fn convert(text: &[u8]) -> Result<Vec<u8>, String> {
-    let parsed = tables::parse_rank_file::<std::collections::hash_map::RandomState>(text)
-        .map_err(|(line, message)| format!("line {line}: {message}"))?;
-    tables::write_blob(&parsed).ok_or_else(|| "ids do not fit the pair table".to_string())
 }

@@ -192,5 +192,7 @@ if [ -n "$TS" ]; then cp "$TS" "$OUT/taylorswift.txt"; else say "build-corpora: 
 (cd "$DEBS" && sha256sum ./*.deb) >"$OUT/packages.sha256"
 cd "$OUT"
 for f in mixed-27M.txt mixed-100M.txt taylorswift.txt mixed-code-1G.txt; do
-  [ -f "$f" ] && printf '%s  %10d  %s\n' "$(sha256sum "$f" | cut -d' ' -f1)" "$(wc -c <"$f")" "$f"
+  if [ -f "$f" ]; then
+    printf '%s  %10d  %s\n' "$(sha256sum "$f" | cut -d' ' -f1)" "$(wc -c <"$f")" "$f"
+  fi
 done | tee SHA256SUMS

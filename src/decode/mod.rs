@@ -3,8 +3,12 @@
 
 pub(crate) mod stream;
 
-use ahash::AHashMap;
+use std::borrow::Cow;
 
+use ahash::AHashMap;
+use zerocopy::{FromBytes, Immutable, KnownLayout};
+
+use crate::identity::ModelSource;
 use crate::model::{BpeModel, Model};
 
 /// Appends the bytes of `ids` under `model` to `out`; `Err(id)` names the first id that
@@ -82,8 +86,8 @@ impl DecodeBuf {
 
 /// One token of up to 15 bytes, its length in the last byte (0: longer, or not in the
 /// vocabulary); aligned, so that reading it never touches two cache lines.
-#[derive(Clone, Copy, Default)]
-#[repr(align(16))]
+#[derive(Clone, Copy, Default, FromBytes, Immutable, KnownLayout)]
+#[repr(C, align(16))]
 struct Slot([u8; PAD]);
 
 /// Id -> bytes in one flat table for the decoder's fast path: `slots[id]` holds a token
@@ -99,10 +103,19 @@ struct Slot([u8; PAD]);
 /// (Intel AVX-512 host; docs/performance-notes.md, "Decoding", has the steps and what
 /// did not help).
 ///
-/// Building the table is part of every run's start: each slot is one fixed-width copy,
-/// and only the long tokens get a span, in a map (o200k_base: a run decoding one record
-/// took 18% less CPU than with a `memmove` call per slot and a dense span table, 340
-/// fewer page faults; 100 runs a sample, 6 interleaved samples).
+/// A built-in vocabulary's slots are written by build.rs and read in place from the
+/// binary ([`crate::model::decode_slots`]; its long tokens where the model keeps them,
+/// its special tokens in the map): nothing is built at start-up. Building o200k_base's
+/// 3.2 MB of slots cost every run 3.4 ms and ~1200 page faults: a run decoding one
+/// record took 5.7-6.2 ms of wall time with 1390 page faults, read in place 2.2-2.6 ms
+/// with 179 (AMD EPYC Zen 4 host, 40 alternated runs); 27 MB of text, two threads:
+/// best 27.8 ms against 30.3 ms. The slot tables add 6.4 MB to `bpe-decode`.
+///
+/// Other models' tables are built at the start of the run: each slot is one
+/// fixed-width copy, and only the long tokens get a span, in a map (o200k_base built:
+/// a run decoding one record took 18% less CPU than with a `memmove` call per slot and
+/// a dense span table, 340 fewer page faults; 100 runs a sample, 6 interleaved
+/// samples).
 ///
 /// [`decode_lines`]: DecodeTable::decode_lines
 /// [`decode_ids_text`]: DecodeTable::decode_ids_text
@@ -111,10 +124,18 @@ pub(crate) struct DecodeTable {
     /// that each token is one aligned load of 16 bytes, where a size table, a span
     /// table and `bytes` were three loads (two dependent): measured on the 32k stream
     /// with one thread, 73 -> 70 ms CPU for the whole command. Length 0: a longer
-    /// token (in `long`) or an id outside the vocabulary.
-    slots: Vec<Slot>,
-    /// `offset << 32 | length` in `bytes` of each token of 16 bytes or more; offset
-    /// [`DERIVED`]: a merge list's token, written from its parts.
+    /// token (in `long` or `spans`) or an id outside the vocabulary. Borrowed from the
+    /// binary for a built-in vocabulary.
+    slots: Cow<'static, [Slot]>,
+    /// Ids at or past this are not in the table: the general reader decodes them. Ids
+    /// from `slots.len()` on (a built-in's special tokens) are in `long`.
+    limit: usize,
+    /// A built-in's token offsets and bytes, where its tokens of 16 bytes or more are
+    /// read (token `id` is `bytes[offsets[id]..offsets[id + 1]]`).
+    spans: Option<(&'static [u32], &'static [u8])>,
+    /// `offset << 32 | length` in `bytes` of each token that neither the slots nor
+    /// `spans` hold: a built table's tokens of 16 bytes or more, a built-in's special
+    /// tokens; offset [`DERIVED`]: a merge list's token, written from its parts.
     long: AHashMap<u32, u64>,
     bytes: Vec<u8>,
     /// A merge list's pairs (`merges[k]` made id `256 + k`): its longer tokens are not
@@ -161,6 +182,73 @@ impl Builder {
 impl DecodeTable {
     /// The table of `model` (special tokens included).
     pub(crate) fn new(model: &Model) -> DecodeTable {
+        DecodeTable::prebuilt(model).unwrap_or_else(|| DecodeTable::built(model))
+    }
+
+    /// The table of a built-in vocabulary, its slots read in place from the binary and
+    /// its special tokens (past its ordinary ids) in `long`; `None` for any other model.
+    fn prebuilt(model: &Model) -> Option<DecodeTable> {
+        let Model::Bpe(bpe) = model else {
+            return None;
+        };
+        let ModelSource::Builtin(name) = bpe.source else {
+            return None;
+        };
+        let slots = <[Slot]>::ref_from_bytes(crate::model::decode_slots(name)?).ok()?;
+        let ordinary = bpe.token_offsets.len().checked_sub(1)?;
+        // A special token of an ordinary id must have a gap there (p50k_base's
+        // `<|endoftext|>`): its slot is then empty and sends it to `long`.
+        let gap = |id: usize| bpe.token_offsets[id] == bpe.token_offsets[id + 1];
+        if slots.len() != ordinary
+            || bpe
+                .specials
+                .iter()
+                .any(|s| (s.id as usize) < ordinary && !gap(s.id as usize))
+        {
+            return None;
+        }
+        // The tokens of 16 bytes or more are read where the model has them.
+        let (Some(Cow::Borrowed(stored)), Cow::Borrowed(offsets)) =
+            (bpe.stored_token_bytes(), &bpe.token_offsets)
+        else {
+            return None;
+        };
+        let mut bytes = Vec::new();
+        let mut long = AHashMap::new();
+        let mut limit = ordinary;
+        for special in &bpe.specials {
+            let id = special.id as usize;
+            // As in `built`: special ids far past the ordinary ones are the general
+            // reader's.
+            if !special.text.is_empty() && id < ordinary + (1 << 16) {
+                long.insert(
+                    special.id,
+                    (bytes.len() as u64) << 32 | special.text.len() as u64,
+                );
+                bytes.extend_from_slice(special.text.as_bytes());
+                limit = limit.max(id + 1);
+            }
+        }
+        bytes.extend_from_slice(&[0; PAD]);
+        Some(DecodeTable {
+            slots: Cow::Borrowed(slots),
+            limit,
+            spans: Some((offsets, stored)),
+            long,
+            bytes,
+            merges: Vec::new(),
+            joined: false,
+        })
+    }
+
+    /// Whether the slots are read in place (a built-in's, from the binary).
+    #[cfg(test)]
+    pub(crate) fn reads_in_place(&self) -> bool {
+        matches!(self.slots, Cow::Borrowed(_))
+    }
+
+    /// The table of `model`, its slots built.
+    pub(crate) fn built(model: &Model) -> DecodeTable {
         let mut bytes = Vec::new();
         let mut merges = Vec::new();
         // Tokens appended to `bytes` (specials, words): (id, offset, size).
@@ -253,7 +341,9 @@ impl DecodeTable {
         }
         let Builder { slots, long } = table;
         DecodeTable {
-            slots,
+            limit: slots.len(),
+            spans: None,
+            slots: Cow::Owned(slots),
             long,
             bytes,
             merges,
@@ -327,7 +417,7 @@ impl DecodeTable {
                 }
                 let word = load8(text, start);
                 let id = parse_digits(word, digits);
-                if (digits > 1 && word as u8 == b'0') || id >= self.slots.len() {
+                if (digits > 1 && word as u8 == b'0') || id >= self.limit {
                     return false;
                 }
                 ids[k] = id as u32;
@@ -428,7 +518,9 @@ impl DecodeTable {
     /// pass writes each token as its id is read: a list of them cost it 8% more.
     #[inline(always)]
     fn put_checked(&self, id: usize, len: usize, out: &mut DecodeBuf) -> Option<usize> {
-        let slot = self.slots.get(id)?;
+        let Some(slot) = self.slots.get(id) else {
+            return self.put_long(id, len, out);
+        };
         let size = usize::from(slot.0[PAD - 1]);
         if size == 0 {
             return self.put_long(id, len, out);
@@ -450,13 +542,12 @@ impl DecodeTable {
         out.used = len;
         out.room(ROOM);
         for &id in ids {
-            let slot = &self.slots[id as usize];
-            let size = usize::from(slot.0[PAD - 1]);
-            if size == 0 {
-                len = self.put_long(id as usize, len, out)?;
-            } else {
-                out.buf[len..len + PAD].copy_from_slice(&slot.0);
-                len += size;
+            match self.slots.get(id as usize) {
+                Some(slot) if slot.0[PAD - 1] != 0 => {
+                    out.buf[len..len + PAD].copy_from_slice(&slot.0);
+                    len += usize::from(slot.0[PAD - 1]);
+                }
+                _ => len = self.put_long(id as usize, len, out)?,
             }
         }
         Some(len)
@@ -467,8 +558,16 @@ impl DecodeTable {
     #[cold]
     #[inline(never)]
     fn put_long(&self, id: usize, len: usize, out: &mut DecodeBuf) -> Option<usize> {
-        let span = *self.long.get(&(id as u32))?;
-        let (offset, size) = (span >> 32, span as u32 as usize);
+        let (bytes, offset, size) = match self.spans {
+            Some((offsets, bytes)) if id < self.slots.len() && offsets[id] < offsets[id + 1] => {
+                let (start, end) = (offsets[id], offsets[id + 1]);
+                (bytes, u64::from(start), (end - start) as usize)
+            }
+            _ => {
+                let span = *self.long.get(&(id as u32))?;
+                (self.bytes.as_slice(), span >> 32, span as u32 as usize)
+            }
+        };
         if out.buf.len() < len + size + ROOM {
             out.used = len;
             out.room(size + ROOM);
@@ -477,7 +576,7 @@ impl DecodeTable {
             self.put_parts(id, len, out);
         } else {
             let offset = offset as usize;
-            out.buf[len..len + size].copy_from_slice(&self.bytes[offset..offset + size]);
+            out.buf[len..len + size].copy_from_slice(&bytes[offset..offset + size]);
         }
         Some(len + size)
     }

@@ -28,6 +28,24 @@ static CL100K_BASE: &[u8] = include_blob!("cl100k_base.bin");
 static P50K_BASE: &[u8] = include_blob!("p50k_base.bin");
 static R50K_BASE: &[u8] = include_blob!("r50k_base.bin");
 
+// The decoder's slot tables of the same (`super::tables::write_decode_slots`).
+static O200K_SLOTS: &[u8] = include_blob!("o200k_base.slots");
+static CL100K_SLOTS: &[u8] = include_blob!("cl100k_base.slots");
+static P50K_SLOTS: &[u8] = include_blob!("p50k_base.slots");
+static R50K_SLOTS: &[u8] = include_blob!("r50k_base.slots");
+
+/// The decoder's slot table of the built-in model `name`, 16 bytes per ordinary id, as
+/// build.rs wrote it; `None` for any other name.
+pub(crate) fn decode_slots(name: &str) -> Option<&'static [u8]> {
+    Some(match name {
+        "o200k_base" => O200K_SLOTS,
+        "cl100k_base" => CL100K_SLOTS,
+        "p50k_base" => P50K_SLOTS,
+        "r50k_base" => R50K_SLOTS,
+        _ => return None,
+    })
+}
+
 const ENDOFTEXT: &str = "<|endoftext|>";
 const FIM_PREFIX: &str = "<|fim_prefix|>";
 const FIM_MIDDLE: &str = "<|fim_middle|>";
@@ -121,7 +139,7 @@ fn from_blob(
 mod tests {
     use super::*;
     use crate::format::tiktoken::load_rank_file;
-    use crate::model::tables::{parse_rank_file, write_blob};
+    use crate::model::tables::{parse_rank_file, write_blob, write_decode_slots, RankTables};
 
     /// A blob written by build.rs's code reads back as the model a runtime parse of the
     /// same rank file gives: same ids, bytes and pairs, on small random vocabularies.
@@ -162,6 +180,37 @@ mod tests {
             assert_eq!(read.token_bytes(), parsed.token_bytes(), "case {case}");
             assert_eq!(*read.merge_ids, *parsed.merge_ids, "case {case}");
         }
+    }
+
+    /// The decoder's slot tables compiled in are those of the blobs beside them: for
+    /// every id, its token's bytes and length when it has 1 to 15 bytes, else zeros.
+    #[test]
+    fn decode_slots_hold_the_blobs_tokens() {
+        for name in BUILTINS {
+            let model = builtin(name).unwrap();
+            let tables = RankTables {
+                token_bytes: model.token_bytes().to_vec(),
+                token_offsets: model.token_offsets.to_vec(),
+                base_id_of_byte: model.base_id_of_byte,
+                pairs: Vec::new(),
+            };
+            let slots = decode_slots(name).unwrap();
+            assert_eq!(slots, write_decode_slots(&tables), "{name}");
+            let n = model.token_offsets.len() - 1;
+            assert_eq!(slots.len(), 16 * n, "{name}");
+            for (id, slot) in slots.chunks_exact(16).enumerate() {
+                let size = usize::from(slot[15]);
+                let span = &model.token_offsets[id..id + 2];
+                let token = &model.token_bytes()[span[0] as usize..span[1] as usize];
+                if (1..16).contains(&token.len()) {
+                    assert_eq!((&slot[..size], size), (token, token.len()), "{name} {id}");
+                    assert!(slot[size..15].iter().all(|&b| b == 0), "{name} {id}");
+                } else {
+                    assert_eq!(slot, &[0; 16], "{name} {id}");
+                }
+            }
+        }
+        assert_eq!(decode_slots("gpt2"), None);
     }
 
     fn base64(bytes: &[u8]) -> String {

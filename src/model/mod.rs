@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use ahash::AHashMap;
 
-pub(crate) use builtin::{builtin, BUILTINS};
+pub(crate) use builtin::{builtin, decode_slots, BUILTINS};
 pub(crate) use pairs::{PairIds, PairTable};
 
 pub(crate) use crate::identity::ModelSource;

@@ -288,6 +288,25 @@ pub(crate) fn write_blob(tables: &RankTables) -> Option<Vec<u8>> {
     Some(blob)
 }
 
+/// The decoder's table of 16-byte slots of a vocabulary (`Slot` in `src/decode/mod.rs`):
+/// for each id, its token's bytes when it has 1 to 15 of them, zeros after them and the
+/// length in the last byte; all zeros for a longer token or a gap.
+// Called by build.rs (and the tests); the library reads the built-in ones in place.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) fn write_decode_slots(tables: &RankTables) -> Vec<u8> {
+    const SLOT: usize = 16;
+    let offsets = &tables.token_offsets;
+    let mut slots = vec![0u8; SLOT * (offsets.len() - 1)];
+    for (slot, span) in slots.chunks_exact_mut(SLOT).zip(offsets.windows(2)) {
+        let token = &tables.token_bytes[span[0] as usize..span[1] as usize];
+        if (1..SLOT).contains(&token.len()) {
+            slot[..token.len()].copy_from_slice(token);
+            slot[SLOT - 1] = token.len() as u8;
+        }
+    }
+    slots
+}
+
 /// Where the parts of a built-in blob of `n` ids and `2^bits` pair slots start (byte
 /// offsets); the token bytes run from `tokens` to the end.
 pub(crate) struct BlobLayout {

@@ -358,3 +358,76 @@ fn id_blocks_equal_the_general_reader_on_a_large_vocabulary() {
         "taken {taken}, refused {refused}"
     );
 }
+
+/// The built-in vocabularies' tables, their slots read in place from the binary
+/// (build.rs's), against tables built at run time from the same models and against the
+/// general reader: every id alone (short and long tokens, gaps, special tokens, ids
+/// past the vocabulary), and records mixing them, one per line.
+#[test]
+fn builtin_tables_read_in_place_equal_built_ones() {
+    let mut rng = Rng::new(29);
+    for name in crate::model::BUILTINS {
+        let bpe = crate::model::builtin(name).unwrap();
+        let model = Model::Bpe(bpe.clone());
+        let in_place = DecodeTable::new(&model);
+        let built = DecodeTable::built(&model);
+        assert!(in_place.reads_in_place(), "{name}");
+        assert!(!built.reads_in_place(), "{name}");
+        let vocab = model.vocab_size() as u32;
+        let (mut long, mut gaps) = (0, 0);
+        for id in (0..vocab + 300).chain([1 << 20, 99_999_999]) {
+            let line = format!("[{id}]").into_bytes();
+            let (mut a, mut b) = (DecodeBuf::default(), DecodeBuf::default());
+            let (fast_a, fast_b) = (
+                in_place.decode_record(&line, &mut a),
+                built.decode_record(&line, &mut b),
+            );
+            let slow = slow_decode(&model, &line);
+            assert_eq!(fast_a, fast_b, "{name} {id}");
+            assert_eq!(a.as_slice(), b.as_slice(), "{name} {id}");
+            if fast_a {
+                assert_eq!(Some(a.as_slice().to_vec()), slow, "{name} {id}");
+                long += usize::from(a.as_slice().len() >= 16);
+            } else {
+                gaps += 1;
+                assert!(slow.is_none() || id >= vocab, "{name} {id}: refused");
+            }
+        }
+        assert!(
+            long > 10 && gaps > 250,
+            "{name}: {long} long tokens, {gaps} refused"
+        );
+        // Records of random ids, many of them long or special tokens, one per line.
+        let specials: Vec<u32> = (vocab - 30..vocab).collect();
+        let mut text = Vec::new();
+        for _ in 0..2000 {
+            let ids: Vec<u32> = (0..rng.below(70))
+                .map(|_| match rng.below(5) {
+                    0 => specials[rng.below(30) as usize],
+                    _ => rng.below(u64::from(vocab) - 30) as u32,
+                })
+                .filter(|&id| bpe.token(id).is_some())
+                .collect();
+            ndjson::push_ids(&mut text, &ids);
+            text.push(b'\n');
+        }
+        let (mut a, mut b) = (DecodeBuf::default(), DecodeBuf::default());
+        assert_eq!(
+            in_place.decode_lines(&text, true, &mut a),
+            Some(2000),
+            "{name}"
+        );
+        assert_eq!(
+            built.decode_lines(&text, true, &mut b),
+            Some(2000),
+            "{name}"
+        );
+        assert_eq!(a.as_slice(), b.as_slice(), "{name}");
+        let mut want = Vec::new();
+        for line in text.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
+            want.extend(slow_decode(&model, line).unwrap());
+            want.push(b'\n');
+        }
+        assert_eq!(a.as_slice(), want, "{name}");
+    }
+}
