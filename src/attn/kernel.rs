@@ -26,6 +26,9 @@
 //!   time, T = 4096 causal, busy 2-core AMD EPYC (Zen 3) host, GFLOP/s: 3 x 32 with
 //!   96-key tiles 51-54, with 48-key tiles 48-50, 2 x 48 52-54, 4 x 16 42-46,
 //!   2 x 32 42-43. SSE2 (no FMA): 2 x 16 16-20, 3 x 16 13-14, 4 x 16 12-13.
+//! - AVX-512 on 256-bit units (AMD Zen 4): the `Avx512` path stays the choice, 185-200
+//!   GFLOP/s against the `Avx2` path's 178-188 on the same host (T = 4096, two threads,
+//!   causal seed-style and full uniform data, `attn-bench ... PATH`).
 //! - FMA is a property of the path, not of the build: `fmadd` fuses where the path's
 //!   features have FMA and is a multiply and an add elsewhere (a fused multiply-add
 //!   without the instruction is a slow library call).
