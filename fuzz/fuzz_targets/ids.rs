@@ -1,7 +1,8 @@
 //! Any bytes as an id stream into `bpe-decode`, read from a pipe in runs of a size taken
-//! from the first byte (so that long lines come in parts), with and without `--whole`:
-//! must end in output or an error, never a panic, and the same either way as when read in
-//! one run.
+//! from the first byte (so that long lines come in parts), with and without `--whole`,
+//! with a small model file's table (built at start) or o200k_base's (read in place from
+//! the binary): must end in output or an error, never a panic, and the same either way as
+//! when read in one run.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -25,9 +26,17 @@ fn model() -> Model {
         .clone()
 }
 
-fn decode(stream: &[u8], whole: bool, run: usize) -> (Vec<u8>, Result<(), String>) {
+/// The default built-in vocabulary, whose decode table is compiled into the binary.
+fn builtin() -> Model {
+    static MODEL: OnceLock<Model> = OnceLock::new();
+    MODEL
+        .get_or_init(|| toksuite::format::load("o200k_base", None).expect("built in"))
+        .clone()
+}
+
+fn decode(stream: &[u8], whole: bool, big: bool, run: usize) -> (Vec<u8>, Result<(), String>) {
     let config = DecodeConfig {
-        model: Some(model()),
+        model: Some(if big { builtin() } else { model() }),
         whole,
         no_mmap: true,
         threads: 1,
@@ -47,8 +56,9 @@ fuzz_target!(|data: &[u8]| {
     };
     let run = 1 + usize::from(first % 64);
     let whole = first & 0x80 != 0;
-    let (out, result) = decode(stream, whole, run);
-    let (reference, expected) = decode(stream, whole, 1 << 20);
+    let big = first & 0x40 != 0;
+    let (out, result) = decode(stream, whole, big, run);
+    let (reference, expected) = decode(stream, whole, big, 1 << 20);
     assert_eq!(result, expected, "the same outcome in runs of {run}");
     if expected.is_ok() {
         assert_eq!(out, reference, "the same bytes in runs of {run}");
