@@ -2,7 +2,8 @@
 //! ready tables in `OUT_DIR` (the layout of `src/model/tables.rs`, which this script
 //! includes, so that writer and reader share one definition), so that a run reads a
 //! built-in vocabulary in place instead of parsing ~200 ms of base64 and pairs; and the
-//! decoder's slot table of each (`NAME.slots`), which a run would otherwise build.
+//! decoder's slot table (`NAME.slots`) and the encoder's pair Bloom filter (`NAME.bloom`)
+//! of each, which a run would otherwise build.
 //!
 //! It also writes `classes.bin`, the Unicode class tables of the built-in splitters
 //! (layout in `src/pretokenize/classes.rs`): building them at start-up took ~0.6 ms of
@@ -37,6 +38,12 @@ fn main() {
         fs::write(out_dir.join(format!("{name}.bin")), blob).expect("writing OUT_DIR");
         let slots = tables::write_decode_slots(&parsed);
         fs::write(out_dir.join(format!("{name}.slots")), slots).expect("writing OUT_DIR");
+        let (_, pairs) = tables::pair_slots(&parsed.pairs).expect("checked by write_blob");
+        let bloom: Vec<u8> = tables::pair_bloom(&pairs, parsed.pairs.len())
+            .iter()
+            .flat_map(|word| word.to_le_bytes())
+            .collect();
+        fs::write(out_dir.join(format!("{name}.bloom")), bloom).expect("writing OUT_DIR");
     }
     fs::write(out_dir.join("classes.bin"), classes()).expect("writing OUT_DIR");
 }

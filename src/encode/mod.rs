@@ -40,11 +40,12 @@
 //!   3.6 s / 118 MiB). Before, model files' sequences were cut into pieces mended where
 //!   they met, and rank tables' went to the heap below, which ran at 1-5 MB/s there.
 //! - The first round of pairs comes from a 64K table of byte pairs; later pairs from a
-//!   flat table of 8-byte slots (models of up to 128K pairs: 512 KB for a 32k model,
-//!   L2-resident) behind a one-hash Bloom filter (most pairs a merge creates are no
-//!   merge; the filter answers 15 in 16 of those from 64 KB: one thread, 32k model,
-//!   27 MB of lines, 1.13 s against 1.30 s without it, means of 4 alternated runs), or a
-//!   per-thread pair cache before the model's map.
+//!   flat table of 8-byte slots (every model whose ids fit them: 512 KB for a 32k model,
+//!   L2-resident; the built-ins' compiled in with their filters) behind a one-hash Bloom
+//!   filter (most pairs a merge creates are no merge; the filter answers 15 in 16 of
+//!   those from 64 KB: one thread, 32k model, 27 MB of lines, 1.13 s against 1.30 s
+//!   without it, means of 4 alternated runs), or a per-thread pair cache before the
+//!   model's map for ids too large for the slots.
 //! - Split models keep a per-thread chunk -> ids cache (words repeat: 4.9M chunks but
 //!   448k distinct in the 27 MB benchmark text, hence [`CACHE_ENTRIES`] = 512K), with a
 //!   small level of short chunks in front of it (`tables::ChunkCache`).

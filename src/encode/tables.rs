@@ -7,9 +7,10 @@ use std::borrow::Cow;
 
 use super::{CACHE_ENTRIES, NONE};
 use crate::model::tables::{
-    insert_pair, pair_key, pair_table_bits, probe_pair, PAIR_EMPTY, PAIR_ID_BITS,
+    insert_pair, pair_bloom, pair_bloom_bit, pair_bloom_shift, pair_key, pair_table_bits,
+    probe_pair, PAIR_EMPTY, PAIR_ID_BITS,
 };
-use crate::model::PairIds;
+use crate::model::{PairIds, PairTable};
 
 /// log2 of the pair cache's size (32K entries, 384 KB: fits in L2).
 pub(super) const PAIR_CACHE_BITS: u32 = 15;
@@ -228,9 +229,11 @@ pub(super) fn hash_bytes(bytes: &[u8]) -> u64 {
     h ^ (h >> 32)
 }
 
-/// Models with at most this many pairs get a [`FlatPairs`] table (3 MB at most, built
-/// in about a millisecond); the big rank tables (o200k_base: 446k pairs) would pay
-/// start-up time for it, and use the pair cache instead.
+/// Models with at most this many pairs get a [`FlatPairs`] table: every model whose ids
+/// fit its slots. The table is the model's own (read in place for the built-ins, filled
+/// as a model file is read); the Bloom filter is compiled in for the built-ins (building
+/// o200k_base's took `echo hi | bpe-encode` from 3.8 to 7.6 ms) and built at start-up for
+/// model files.
 pub(super) const FLAT_PAIRS_MAX: usize = 1 << 30;
 
 /// Pair -> merge id, linear probing, load factor at most 1/2, for models whose ids fit
@@ -250,8 +253,8 @@ pub(super) struct FlatPairs<'m> {
     /// (64 KB for a 32k model) answers that for 15 in 16 of them without a probe of the
     /// table (16 bytes per merge, 512 KB). One thread, 32k model, 27 MB of lines, means
     /// of 4 alternated runs: 1.30 s without it, 1.13 s with it (8 bits per merge: 1.16 s;
-    /// 4 bits: 1.19 s).
-    pub(super) bloom: Vec<u64>,
+    /// 4 bits: 1.19 s). A built-in's is compiled in ([`PairTable::bloom`]).
+    pub(super) bloom: Cow<'m, [u64]>,
     pub(super) bloom_shift: u32,
 }
 
@@ -272,15 +275,12 @@ impl<'m> FlatPairs<'m> {
                 (Cow::Owned(slots), bits)
             }
         };
-        // Sixteen bits per pair, in whole u64 words: one false positive in 16.
         let count = pairs.count();
-        let bloom_bits = (16 * count.max(1)).next_power_of_two().max(64);
-        let mut bloom = vec![0u64; bloom_bits / 64];
-        let bloom_shift = 64 - bloom_bits.trailing_zeros();
-        for &slot in slots.iter().filter(|&&slot| slot != PAIR_EMPTY) {
-            let bit = Self::bloom_bit(slot >> PAIR_ID_BITS, bloom_shift);
-            bloom[bit / 64] |= 1 << (bit % 64);
-        }
+        let bloom = match pairs.table().and_then(PairTable::bloom) {
+            Some(bloom) => Cow::Borrowed(bloom),
+            None => Cow::Owned(pair_bloom(&slots, count)),
+        };
+        let bloom_shift = pair_bloom_shift(count);
         Some(FlatPairs {
             slots,
             bits,
@@ -289,18 +289,12 @@ impl<'m> FlatPairs<'m> {
         })
     }
 
-    /// The bloom bit of `key`: a second multiplicative hash, independent of the table's.
-    #[inline(always)]
-    pub(super) fn bloom_bit(key: u64, bloom_shift: u32) -> usize {
-        (key.wrapping_mul(0xC2B2_AE3D_27D4_EB4F) >> bloom_shift) as usize
-    }
-
     #[inline(always)]
     pub(super) fn get(&self, a: u32, b: u32) -> u32 {
         let Some(key) = pair_key(a, b) else {
             return NONE;
         };
-        let bit = Self::bloom_bit(key, self.bloom_shift);
+        let bit = pair_bloom_bit(key, self.bloom_shift);
         if self.bloom[bit / 64] & (1 << (bit % 64)) == 0 {
             return NONE;
         }

@@ -28,6 +28,12 @@ static CL100K_BASE: &[u8] = include_blob!("cl100k_base.bin");
 static P50K_BASE: &[u8] = include_blob!("p50k_base.bin");
 static R50K_BASE: &[u8] = include_blob!("r50k_base.bin");
 
+// The encoder's pair Bloom filters of the same (`super::tables::pair_bloom`).
+static O200K_BLOOM: &[u8] = include_blob!("o200k_base.bloom");
+static CL100K_BLOOM: &[u8] = include_blob!("cl100k_base.bloom");
+static P50K_BLOOM: &[u8] = include_blob!("p50k_base.bloom");
+static R50K_BLOOM: &[u8] = include_blob!("r50k_base.bloom");
+
 // The decoder's slot tables of the same (`super::tables::write_decode_slots`).
 static O200K_SLOTS: &[u8] = include_blob!("o200k_base.slots");
 static CL100K_SLOTS: &[u8] = include_blob!("cl100k_base.slots");
@@ -55,17 +61,14 @@ const ENDOFPROMPT: &str = "<|endofprompt|>";
 /// The built-in model `name` (one of [`BUILTINS`]) with tiktoken's split pattern and
 /// special tokens, or `None` for any other name.
 pub(crate) fn builtin(name: &str) -> Option<BpeModel> {
-    let (name, bytes, split, specials): (&'static str, &[u8], &str, &[(&str, u32)]) = match name {
+    type Builtin = (&'static str, &'static [u8], &'static [u8], &'static str);
+    let ((name, bytes, bloom, split), specials): (Builtin, &[(&str, u32)]) = match name {
         "o200k_base" => (
-            "o200k_base",
-            O200K_BASE,
-            "o200k",
+            ("o200k_base", O200K_BASE, O200K_BLOOM, "o200k"),
             &[(ENDOFTEXT, 199_999), (ENDOFPROMPT, 200_018)],
         ),
         "cl100k_base" => (
-            "cl100k_base",
-            CL100K_BASE,
-            "cl100k",
+            ("cl100k_base", CL100K_BASE, CL100K_BLOOM, "cl100k"),
             &[
                 (ENDOFTEXT, 100_257),
                 (FIM_PREFIX, 100_258),
@@ -74,8 +77,14 @@ pub(crate) fn builtin(name: &str) -> Option<BpeModel> {
                 (ENDOFPROMPT, 100_276),
             ],
         ),
-        "p50k_base" => ("p50k_base", P50K_BASE, "p50k", &[(ENDOFTEXT, 50_256)]),
-        "r50k_base" => ("r50k_base", R50K_BASE, "r50k", &[(ENDOFTEXT, 50_256)]),
+        "p50k_base" => (
+            ("p50k_base", P50K_BASE, P50K_BLOOM, "p50k"),
+            &[(ENDOFTEXT, 50_256)],
+        ),
+        "r50k_base" => (
+            ("r50k_base", R50K_BASE, R50K_BLOOM, "r50k"),
+            &[(ENDOFTEXT, 50_256)],
+        ),
         _ => return None,
     };
     let pattern = pretokenize::preset_pattern(split)?;
@@ -90,13 +99,20 @@ pub(crate) fn builtin(name: &str) -> Option<BpeModel> {
             id,
         })
         .collect();
-    from_blob(bytes, ModelSource::Builtin(name), split, specials)
+    from_blob(
+        bytes,
+        Some(bloom),
+        ModelSource::Builtin(name),
+        split,
+        specials,
+    )
 }
 
 /// Reads a blob written by build.rs; `None` if it is malformed (it never is: the tests
 /// compare every built-in with a parse of its rank file).
 fn from_blob(
     blob: &'static [u8],
+    bloom: Option<&'static [u8]>,
     source: ModelSource,
     split: SplitSpec,
     specials: Vec<SpecialToken>,
@@ -118,7 +134,10 @@ fn from_blob(
         u32::from_le_bytes,
     )?;
     let n_pairs = word(layout.pair_count / 4)? as usize;
-    let table = PairTable::new(blob.get(layout.slots..layout.tokens)?, bits, n_pairs)?;
+    let mut table = PairTable::new(blob.get(layout.slots..layout.tokens)?, bits, n_pairs)?;
+    if let Some(bloom) = bloom {
+        table = table.with_bloom(bloom)?;
+    }
     let merge_ids = PairIds::from_table(table);
     let token_bytes = Cow::Borrowed(blob.get(layout.tokens..)?);
     if token_offsets.last().copied()? as usize != token_bytes.len() {
@@ -139,7 +158,10 @@ fn from_blob(
 mod tests {
     use super::*;
     use crate::format::tiktoken::load_rank_file;
-    use crate::model::tables::{parse_rank_file, write_blob, write_decode_slots, RankTables};
+    use crate::model::tables::{
+        pair_bloom, pair_bloom_bit, pair_bloom_shift, parse_rank_file, write_blob,
+        write_decode_slots, RankTables, PAIR_EMPTY, PAIR_ID_BITS,
+    };
 
     /// A blob written by build.rs's code reads back as the model a runtime parse of the
     /// same rank file gives: same ids, bytes and pairs, on small random vocabularies.
@@ -173,7 +195,7 @@ mod tests {
                 pattern: pretokenize::GPT2_PATTERN.into(),
             };
             let source = ModelSource::Builtin("t");
-            let read = from_blob(blob, source.clone(), split.clone(), vec![]).unwrap();
+            let read = from_blob(blob, None, source.clone(), split.clone(), vec![]).unwrap();
             let parsed = load_rank_file(text.as_bytes(), source, Some(split), vec![]).unwrap();
             assert_eq!(read.base_id_of_byte, parsed.base_id_of_byte, "case {case}");
             assert_eq!(read.token_offsets, parsed.token_offsets, "case {case}");
@@ -211,6 +233,39 @@ mod tests {
             }
         }
         assert_eq!(decode_slots("gpt2"), None);
+    }
+
+    /// The Bloom filters compiled in are those of the pair tables beside them: every
+    /// pair's bit set (no false negative), the filter's size and bits what
+    /// `pair_bloom` gives at run time; a filter of the wrong size is refused.
+    #[test]
+    fn pair_blooms_hold_the_tables_pairs() {
+        for name in BUILTINS {
+            let model = builtin(name).unwrap();
+            let table = model.merge_ids.table().unwrap();
+            let bloom = table.bloom().unwrap();
+            let count = model.merge_ids.count();
+            assert_eq!(bloom, pair_bloom(table.slots(), count), "{name}");
+            let shift = pair_bloom_shift(count);
+            assert_eq!(64 * bloom.len(), 1 << (64 - shift), "{name}");
+            let mut pairs = 0;
+            for &slot in table.slots().iter().filter(|&&slot| slot != PAIR_EMPTY) {
+                let bit = pair_bloom_bit(slot >> PAIR_ID_BITS, shift);
+                assert!(
+                    bloom[bit / 64] >> (bit % 64) & 1 == 1,
+                    "{name}: slot {slot:x}"
+                );
+                pairs += 1;
+            }
+            assert_eq!(pairs, count, "{name}");
+            let set: u32 = bloom.iter().map(|w| w.count_ones()).sum();
+            assert!(
+                (set as usize) < count,
+                "{name}: {set} bits for {count} pairs"
+            );
+            static SHORT: [u8; 8] = [0; 8];
+            assert!(table.clone().with_bloom(&SHORT).is_none(), "{name}");
+        }
     }
 
     fn base64(bytes: &[u8]) -> String {

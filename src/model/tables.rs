@@ -288,6 +288,32 @@ pub(crate) fn write_blob(tables: &RankTables) -> Option<Vec<u8>> {
     Some(blob)
 }
 
+/// The shift of [`pair_bloom_bit`] for a filter of `count` pairs: sixteen bits per pair,
+/// rounded up to a power of two (at least one u64 word): one false positive in 16.
+pub(crate) fn pair_bloom_shift(count: usize) -> u32 {
+    let bits = (16 * count.max(1)).next_power_of_two().max(64);
+    64 - bits.trailing_zeros()
+}
+
+/// The bit of the pair key `key` (see [`pair_key`]) in a pair Bloom filter: a second
+/// multiplicative hash, independent of the table's.
+#[inline(always)]
+pub(crate) fn pair_bloom_bit(key: u64, shift: u32) -> usize {
+    (key.wrapping_mul(0xC2B2_AE3D_27D4_EB4F) >> shift) as usize
+}
+
+/// The one-hash Bloom filter of the pairs in `slots` (a pair table holding `count`
+/// pairs), as u64 words: the encoder's (`FlatPairs`), compiled in for the built-ins.
+pub(crate) fn pair_bloom(slots: &[u64], count: usize) -> Vec<u64> {
+    let shift = pair_bloom_shift(count);
+    let mut bloom = vec![0u64; (1usize << (64 - shift)) / 64];
+    for &slot in slots.iter().filter(|&&slot| slot != PAIR_EMPTY) {
+        let bit = pair_bloom_bit(slot >> PAIR_ID_BITS, shift);
+        bloom[bit / 64] |= 1 << (bit % 64);
+    }
+    bloom
+}
+
 /// The decoder's table of 16-byte slots of a vocabulary (`Slot` in `src/decode/mod.rs`):
 /// for each id, its token's bytes when it has 1 to 15 of them, zeros after them and the
 /// length in the last byte; all zeros for a longer token or a gap.
