@@ -415,11 +415,11 @@ impl<'m> Encoder<'m> {
         }
         let key = u64::from(a) << 32 | u64::from(b);
         let slot = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - PAIR_CACHE_BITS)) as usize;
-        if cache.keys[slot] == key {
+        if cache.keys[slot] == !key {
             return cache.ids[slot];
         }
         let id = self.model.merge_ids.id(a, b).unwrap_or(NONE);
-        cache.keys[slot] = key;
+        cache.keys[slot] = !key;
         cache.ids[slot] = id;
         id
     }
@@ -434,6 +434,12 @@ impl<'m> Encoder<'m> {
             n if self.long != Long::No && n > 2 * self.step => self.bpe_long(scratch, bytes, out),
             _ => self.bpe_one(scratch, bytes, out),
         }
+    }
+
+    /// Whether pairs are read from the flat table (else through the pair cache).
+    #[cfg(test)]
+    pub(crate) fn has_flat_pairs(&self) -> bool {
+        self.flat_pairs.is_some()
     }
 
     /// The same encoder with steps of `step` bytes for long sequences (see

@@ -5,6 +5,8 @@
 
 use std::borrow::Cow;
 
+use zerocopy::FromZeros;
+
 use super::{CACHE_ENTRIES, NONE};
 use crate::model::tables::{
     insert_pair, pair_bloom, pair_bloom_bit, pair_bloom_shift, pair_key, pair_table_bits,
@@ -17,16 +19,18 @@ pub(super) const PAIR_CACHE_BITS: u32 = 15;
 
 /// A direct-mapped cache of pair -> merge id in front of the model's large table.
 pub(super) struct PairCache {
+    /// `!key` of each slot's pair: all zeros (key u64::MAX, which no pair has: ids stay
+    /// below u32::MAX) is empty, so that the cache starts as zeroed pages, mapped as
+    /// they are first used (the built-ins never use it: it cost each run 96 page faults).
     pub(super) keys: Vec<u64>,
     pub(super) ids: Vec<u32>,
 }
 
 impl Default for PairCache {
     fn default() -> PairCache {
-        // No pair has key u64::MAX: ids stay below u32::MAX.
         PairCache {
-            keys: vec![u64::MAX; 1 << PAIR_CACHE_BITS],
-            ids: vec![NONE; 1 << PAIR_CACHE_BITS],
+            keys: vec![0; 1 << PAIR_CACHE_BITS],
+            ids: vec![0; 1 << PAIR_CACHE_BITS],
         }
     }
 }
@@ -62,7 +66,7 @@ const HOT_BITS: u32 = 14;
 pub(super) const HOT_MAX: usize = 16;
 
 /// One hot chunk: its [`ShortKey`] words, `length | ids << 8` (0: empty), its ids.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, FromZeros)]
 #[repr(C, align(32))]
 struct Hot {
     words: [u64; 2],
@@ -112,7 +116,10 @@ impl ShortKey {
 impl Default for ChunkCache {
     fn default() -> ChunkCache {
         ChunkCache {
-            hot: vec![Hot::default(); 1 << HOT_BITS],
+            // Zeroed pages, mapped as they are first used: written here, the 512 KB
+            // cost every run 128 page faults.
+            hot: Hot::new_vec_zeroed(1 << HOT_BITS)
+                .unwrap_or_else(|_| vec![Hot::default(); 1 << HOT_BITS]),
             slots: vec![[0; 3]; 2 * CACHE_ENTRIES],
             len: 0,
             arena: Vec::new(),

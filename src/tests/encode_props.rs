@@ -491,6 +491,63 @@ fn rank_tables_equal_naive_tiktoken() {
     }
 }
 
+/// Rank tables whose merged tokens' ids do not fit the flat pair table's slots (ranks
+/// from 3,000,000, past 2^21): the pairs go through the per-thread pair cache, with
+/// tiktoken's ids (its algorithm run naively).
+#[test]
+fn rank_tables_past_the_pair_slots_equal_naive_tiktoken() {
+    let mut rng = Rng::new(41);
+    for case in 0..40 {
+        let alphabet = ALPHABETS[case % ALPHABETS.len()];
+        let (file, _) = random_rank_file(&mut rng, alphabet);
+        // The same order of merges, the merged tokens' ranks moved up.
+        let mut far = Vec::new();
+        let mut ranks = AHashMap::new();
+        for line in file.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let text = std::str::from_utf8(line).unwrap();
+            let (token, rank) = text.split_once(' ').unwrap();
+            let bytes = tiktoken_bytes(token);
+            let rank: u32 = rank.parse().unwrap();
+            let rank = if bytes.len() > 1 {
+                rank + 3_000_000
+            } else {
+                rank
+            };
+            far.extend_from_slice(format!("{token} {rank}\n").as_bytes());
+            ranks.insert(bytes, rank);
+        }
+        let source = ModelSource::File {
+            name: "far.tiktoken".into(),
+            sha256: String::new(),
+        };
+        let model = tiktoken::load_rank_file(&far, source, None, vec![]).unwrap();
+        let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
+        assert!(!enc.has_flat_pairs(), "case {case}");
+        for _ in 0..6 {
+            let text = random_text(&mut rng, alphabet, 200);
+            let mut fast = Vec::new();
+            enc.encode(&text, &mut fast);
+            let naive = naive_record(&model, &[], &text, &|c| naive_tiktoken(&ranks, c));
+            assert_eq!(
+                fast,
+                naive,
+                "case {case} {:?}",
+                String::from_utf8_lossy(&text)
+            );
+        }
+    }
+}
+
+/// The bytes of a base64 token of a rank file.
+fn tiktoken_bytes(token: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    assert!(crate::model::tables::decode_base64(
+        token.as_bytes(),
+        &mut out
+    ));
+    out
+}
+
 /// Rank tables, ranks in any order, in steps of 1 to 16 bytes: each join is checked by
 /// encoding the two tokens' bytes again, which must give tiktoken's ids (its algorithm
 /// run naively on the whole sequence).
