@@ -48,7 +48,9 @@
 //!   model's map for ids too large for the slots.
 //! - Split models keep a per-thread chunk -> ids cache (words repeat: 4.9M chunks but
 //!   448k distinct in the 27 MB benchmark text, hence [`CACHE_ENTRIES`] = 512K), with a
-//!   small level of short chunks in front of it (`tables::ChunkCache`).
+//!   small level of short chunks in front of it, a Bloom filter that spares a chunk seen
+//!   for the first time the probe, and its slots in huge pages once it grows
+//!   (`tables::ChunkCache`).
 //! - Caches live in a pool inside the [`Encoder`], so it is `Sync` and each thread
 //!   borrows one for a batch; a cache is cleared when it reaches [`CACHE_ENTRIES`].
 //! - `--whole` input is cut only where the result cannot change: for `--split none`
