@@ -205,6 +205,20 @@ fn split_spec(name: &str) -> SplitSpec {
     }
 }
 
+/// Encodes `text` with `enc`, asserts that the ids equal `naive` (the message names
+/// `what` and the text), and returns them.
+fn encode_like(enc: &Encoder, text: &[u8], naive: Vec<u32>, what: &str) -> Vec<u32> {
+    let mut fast = Vec::new();
+    enc.encode(text, &mut fast);
+    assert_eq!(
+        fast,
+        naive,
+        "{what} text {:?}",
+        String::from_utf8_lossy(text)
+    );
+    fast
+}
+
 #[test]
 fn fast_equals_naive_seed_encode() {
     let mut rng = Rng::new(1);
@@ -229,14 +243,11 @@ fn fast_equals_naive_seed_encode() {
                 _ => 40,
             };
             let text = random_text(&mut rng, alphabet, max);
-            let mut fast = Vec::new();
-            enc.encode(&text, &mut fast);
-            let naive = naive_record(&model, &[], &text, &|c| naive_encode(&model, c));
-            assert_eq!(
-                fast,
-                naive,
-                "case {case} text {:?}",
-                String::from_utf8_lossy(&text)
+            let fast = encode_like(
+                &enc,
+                &text,
+                naive_record(&model, &[], &text, &|c| naive_encode(&model, c)),
+                &format!("case {case}"),
             );
             assert_eq!(decode(&model, &fast), text);
         }
@@ -352,14 +363,11 @@ fn steps_joined_at_every_boundary_equal_naive() {
         for _ in 0..4 {
             let max = if rng.below(8) == 0 { 600 } else { 90 };
             let text = random_text(&mut rng, alphabet, max);
-            let mut fast = Vec::new();
-            enc.encode(&text, &mut fast);
-            let naive = naive_encode(&model, &text);
-            assert_eq!(
-                fast,
-                naive,
-                "case {case} steps of {step} text {:?}",
-                String::from_utf8_lossy(&text)
+            encode_like(
+                &enc,
+                &text,
+                naive_encode(&model, &text),
+                &format!("case {case} steps of {step}"),
             );
             compared += usize::from(text.len() > 2 * step);
         }
@@ -477,14 +485,11 @@ fn rank_tables_equal_naive_tiktoken() {
         for _ in 0..6 {
             let max = if rng.below(8) == 0 { 300 } else { 30 };
             let text = random_text(&mut rng, alphabet, max);
-            let mut fast = Vec::new();
-            enc.encode(&text, &mut fast);
-            let naive = naive_record(&model, &[], &text, &|c| naive_tiktoken(&ranks, c));
-            assert_eq!(
-                fast,
-                naive,
-                "case {case} text {:?}",
-                String::from_utf8_lossy(&text)
+            let fast = encode_like(
+                &enc,
+                &text,
+                naive_record(&model, &[], &text, &|c| naive_tiktoken(&ranks, c)),
+                &format!("case {case}"),
             );
             assert_eq!(decode(&model, &fast), text);
         }
@@ -525,14 +530,11 @@ fn rank_tables_past_the_pair_slots_equal_naive_tiktoken() {
         assert!(!enc.has_flat_pairs(), "case {case}");
         for _ in 0..6 {
             let text = random_text(&mut rng, alphabet, 200);
-            let mut fast = Vec::new();
-            enc.encode(&text, &mut fast);
-            let naive = naive_record(&model, &[], &text, &|c| naive_tiktoken(&ranks, c));
-            assert_eq!(
-                fast,
-                naive,
-                "case {case} {:?}",
-                String::from_utf8_lossy(&text)
+            encode_like(
+                &enc,
+                &text,
+                naive_record(&model, &[], &text, &|c| naive_tiktoken(&ranks, c)),
+                &format!("case {case}"),
             );
         }
     }
@@ -560,14 +562,11 @@ fn rank_tables_in_steps_equal_naive_tiktoken() {
         for _ in 0..4 {
             let max = if rng.below(6) == 0 { 400 } else { 80 };
             let text = random_text(&mut rng, alphabet, max);
-            let mut fast = Vec::new();
-            enc.encode(&text, &mut fast);
-            let naive = naive_record(&model, &[], &text, &|c| naive_tiktoken(&ranks, c));
-            assert_eq!(
-                fast,
-                naive,
-                "case {case} steps of {step} text {:?}",
-                String::from_utf8_lossy(&text)
+            encode_like(
+                &enc,
+                &text,
+                naive_record(&model, &[], &text, &|c| naive_tiktoken(&ranks, c)),
+                &format!("case {case} steps of {step}"),
             );
             compared += usize::from(text.len() > 2 * step);
         }
