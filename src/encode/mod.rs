@@ -125,6 +125,8 @@ struct Scratch {
     prev: Vec<u32>,
     queue: MergeQueue,
     pairs: PairCache,
+    /// [`Encoder::bpe_tiny`]'s arrays.
+    tiny: short::Tiny,
     /// The ids of [`Encoder::bpe_long`]'s window.
     window: Vec<u32>,
     /// Two tokens' bytes and their ids, for [`Encoder::fits`].
