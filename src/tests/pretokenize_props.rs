@@ -126,6 +126,11 @@ const PIECES: &[&str] = &[
     "\"",
     "#",
     "$",
+    // The bytes next to the ASCII letters' ranges.
+    "@",
+    "[",
+    "`",
+    "{",
     "...",
     "—",
     "«",
