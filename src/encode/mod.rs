@@ -362,7 +362,7 @@ impl<'m> Encoder<'m> {
             return;
         }
         match &self.splitter {
-            Some(splitter) => splitter.split(text, &mut |chunk: &[u8]| {
+            Some(splitter) => splitter.split_each(text, &mut |chunk: &[u8]| {
                 self.encode_chunk(scratch, chunk, out);
             }),
             None => self.encode_sequence(scratch, text, out),

@@ -217,11 +217,11 @@ fn decode_multi(s: &[u8], i: usize) -> (u32, usize) {
 }
 
 /// Splits valid UTF-8 `s` with the preset's rules.
-pub(crate) fn split<'t>(
+pub(crate) fn split<'t, F: FnMut(&'t [u8]) + ?Sized>(
     preset: Preset,
     classes: &Classes,
     s: &'t [u8],
-    emit: &mut dyn FnMut(&'t [u8]),
+    emit: &mut F,
 ) {
     let t = Text { s, t: classes };
     match preset {
@@ -233,7 +233,7 @@ pub(crate) fn split<'t>(
 }
 
 /// `'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
-fn split_gpt2<'t>(t: &Text, s: &'t [u8], emit: &mut dyn FnMut(&'t [u8])) {
+fn split_gpt2<'t, F: FnMut(&'t [u8]) + ?Sized>(t: &Text, s: &'t [u8], emit: &mut F) {
     let n = s.len();
     let mut i = 0;
     while i < n {
@@ -280,7 +280,7 @@ fn same_kind_run(t: &Text, i: usize, k: u8) -> usize {
 /// GPT-4: `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}|
 /// ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+`; cl100k (`end_run`) adds `\s++$`
 /// before `\s*[\r\n]` (its other differences cannot change a match).
-fn split_gpt4<'t>(t: &Text, s: &'t [u8], emit: &mut dyn FnMut(&'t [u8]), end_run: bool) {
+fn split_gpt4<'t, F: FnMut(&'t [u8]) + ?Sized>(t: &Text, s: &'t [u8], emit: &mut F, end_run: bool) {
     let n = s.len();
     let mut i = 0;
     while i < n {
@@ -325,7 +325,7 @@ fn split_gpt4<'t>(t: &Text, s: &'t [u8], emit: &mut dyn FnMut(&'t [u8]), end_run
 /// [^\r\n\p{L}\p{N}]?[UP]+[LO]*(?i:...)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|
 /// \s*[\r\n]+|\s+(?!\S)|\s+` with UP = `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]` and
 /// LO = `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`.
-fn split_o200k<'t>(t: &Text, s: &'t [u8], emit: &mut dyn FnMut(&'t [u8])) {
+fn split_o200k<'t, F: FnMut(&'t [u8]) + ?Sized>(t: &Text, s: &'t [u8], emit: &mut F) {
     let n = s.len();
     let mut i = 0;
     while i < n {
