@@ -15,8 +15,7 @@ impl Encoder<'_> {
     /// ms; the whole command gains at most 1%, within the host's noise (there the
     /// pair table's loads, not the moves, hold the merges up).
     pub(super) fn bpe_tiny(&self, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
-        let n = bytes.len();
-        debug_assert!((2..=TINY).contains(&n));
+        debug_assert!((2..=TINY).contains(&bytes.len()));
         let base = &self.model.base_id_of_byte;
         let Tiny { ids, ranks } = &mut scratch.tiny;
         for (id, &b) in ids.iter_mut().zip(bytes) {
@@ -26,7 +25,7 @@ impl Encoder<'_> {
             *rank = self.byte_pairs[byte_pair(w)];
         }
         let pc = &mut scratch.pairs;
-        let mut n = n;
+        let mut n = bytes.len();
         loop {
             let mut best = NONE;
             let mut at = 0;

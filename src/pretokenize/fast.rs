@@ -425,8 +425,9 @@ mod tests {
 
     /// [`ascii_letters`] stops at the first byte that is not a letter of its kind, or
     /// earlier only where fewer than eight bytes are left, on seeded random strings of
-    /// the bytes at the edges of its ranges (`@ A Z [ \` a z {`, DEL, bytes whose low
-    /// seven bits are letters) from every start.
+    /// letters and the bytes at the edges of its ranges (`@`, `A`, `Z`, `[`, the
+    /// backquote, `a`, `z`, `{`, DEL, bytes whose low seven bits are letters), from
+    /// every start.
     #[test]
     fn ascii_letters_stops_where_the_letters_end() {
         let mut rng = Rng::new(0xA5C1_1E77);
