@@ -195,7 +195,14 @@ impl ChunkCache {
 
     #[inline(always)]
     fn slots_mut(&mut self) -> &mut [Slot] {
-        <[Slot]>::mut_from_bytes(self.slots.bytes_mut()).expect("whole slots")
+        slots_in(&mut self.slots)
+    }
+
+    /// Whether the filter may hold `hash` (false: the second level surely does not).
+    #[inline(always)]
+    fn maybe_seen(&self, hash: u64) -> bool {
+        let bit = seen_bit(hash);
+        self.seen[bit / 64] & 1 << (bit % 64) != 0
     }
 
     /// Appends the ids of the hot chunk `key` to `out`; false if it is not hot.
@@ -235,8 +242,7 @@ impl ChunkCache {
         let slots = self.slots();
         let mask = slots.len() - 1;
         let mut at = hash as usize & mask;
-        let bit = seen_bit(hash);
-        if self.seen[bit / 64] & 1 << (bit % 64) == 0 {
+        if !self.maybe_seen(hash) {
             prefetch(&slots[at]);
             return false;
         }
@@ -294,7 +300,7 @@ impl ChunkCache {
     #[cold]
     fn grow(&mut self) {
         let mut full = HugeBytes::zeroed(self.full_slots * size_of::<Slot>(), 0);
-        let slots = <[Slot]>::mut_from_bytes(full.bytes_mut()).expect("whole slots");
+        let slots = slots_in(&mut full);
         for &slot in self.slots().iter().filter(|s| s[2] != 0) {
             let off = slot[1] as usize;
             let key = &self.arena[off..off + (slot[2] & 0xFFFF) as usize];
@@ -302,6 +308,12 @@ impl ChunkCache {
         }
         self.slots = full;
     }
+}
+
+/// The second level's slots in `bytes`.
+#[inline(always)]
+fn slots_in(bytes: &mut HugeBytes) -> &mut [Slot] {
+    <[Slot]>::mut_from_bytes(bytes.bytes_mut()).expect("whole slots")
 }
 
 /// Puts `slot` in the first empty slot from `hash`'s.
