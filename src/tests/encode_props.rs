@@ -632,6 +632,50 @@ fn builtins_on_long_chunks_equal_the_whole_sequence_encoder() {
     }
 }
 
+/// Every two-byte chunk of the built-in vocabularies (all 65,536 byte pairs, each
+/// followed by a space so that a pair the splitter keeps whole meets the chunk path
+/// beside other chunks): the encoder's ids equal tiktoken's algorithm run naively over
+/// the vocabulary's ranks, chunk by chunk, as do those of a random merge list with
+/// pairs of one or two of its letters.
+#[test]
+fn two_byte_chunks_equal_naive() {
+    for name in crate::model::BUILTINS {
+        let model = crate::model::builtin(name).unwrap();
+        let ranks: AHashMap<Vec<u8>, u32> = (0..model.vocab_size() as u32)
+            .filter_map(|id| Some((model.token(id)?.to_vec(), id)))
+            .collect();
+        let splitter = Splitter::new(model.split.as_ref().unwrap()).unwrap();
+        let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
+        let (mut got, mut expected) = (Vec::new(), Vec::new());
+        for pair in 0..1u32 << 16 {
+            let text = [(pair >> 8) as u8, pair as u8, b' ', b'x'];
+            got.clear();
+            enc.encode(&text, &mut got);
+            expected.clear();
+            splitter.split(&text, &mut |c: &[u8]| {
+                expected.extend(naive_tiktoken(&ranks, c))
+            });
+            assert_eq!(got, expected, "{name} {text:?}");
+        }
+    }
+    let mut rng = Rng::new(22);
+    for case in 0..40 {
+        let count = 1 + rng.below(20);
+        let merges = random_merges(&mut rng, b"ab c", count);
+        let model = model_from_merges(&merges, Some(split_spec("o200k")), vec![]);
+        let enc = Encoder::new(&model, &AllowedSpecial::None).unwrap();
+        for _ in 0..20 {
+            let text = random_text(&mut rng, b"ab c", 12);
+            encode_like(
+                &enc,
+                &text,
+                naive_record(&model, &[], &text, &|c| naive_encode(&model, c)),
+                &format!("case {case}"),
+            );
+        }
+    }
+}
+
 #[test]
 fn special_tokens_allowed_and_not() {
     let mut rng = Rng::new(4);
