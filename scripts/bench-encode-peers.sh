@@ -7,7 +7,10 @@
 #
 # All figures are CPU seconds (user + system, GNU time): on a shared, loaded machine wall
 # time measures the neighbours. Ours: `bpe-encode -q -j 1 --whole -m ENC FILE >
-# /dev/null`, the whole process. The crate (scripts/bench/bpe-crate.sh,
+# /dev/null`, the whole process, twice: writing JSON id arrays (the default, ndjson),
+# and writing the raw ids (`--format u32`); and the work alone, as the peers' is counted
+# (examples/encode-bench: the encoder on the file in memory, its ids kept in memory, one
+# thread, this thread's CPU time; no start-up, model load, reading or output). The crate (scripts/bench/bpe-crate.sh,
 # `Tokenizer::encode`) and tiktoken (`encode_ordinary` on the whole text,
 # scripts/bench/peers.py): their process's CPU less that of the same process on a
 # one-line file (start-up, imports, model load: ~0.1 s for the crate, ~1.3 s for
@@ -29,11 +32,14 @@ RUNS=${BENCH_RUNS:-5}
 OUT=$ROOT/bench/out/encode-peers
 mkdir -p "$OUT"
 if [ -z "${BENCH_BIN:-}" ]; then
-  (cd "$ROOT" && cargo build --release -q --bins) || { echo "bench-encode-peers: build failed" >&2; exit 1; }
+  (cd "$ROOT" && cargo build --release -q --bins --example encode-bench) || { echo "bench-encode-peers: build failed" >&2; exit 1; }
   BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
 else
   BIN=$BENCH_BIN
 fi
+# The work alone (absent from a BENCH_BIN folder without examples/: the column stays empty).
+WORK=$BIN/examples/encode-bench
+[ -x "$WORK" ] || WORK=""
 CRATE=$("$ROOT/scripts/bench/bpe-crate.sh") || { echo "bench-encode-peers: could not build the bpe crate's program" >&2; exit 1; }
 PY=${BENCH_PYTHON:-$ROOT/bench/venv/bin/python}
 [ -x "$PY" ] && "$PY" -c 'import tiktoken' 2>/dev/null || PY=""
@@ -69,10 +75,10 @@ echo "- commit: $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git d
 echo "- host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores, $(grep -q avx512f /proc/cpuinfo && echo AVX-512 || echo 'AVX2, no AVX-512')"
 echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg); $RUNS alternating runs, min-max"
 echo
-echo "| model | ours CPU s | before CPU s | bpe crate CPU s | tiktoken CPU s | x crate (best) | x tiktoken (best) |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| model | ours CPU s | ours u32 CPU s | ours work CPU s | before CPU s | bpe crate CPU s | tiktoken CPU s | x crate (best) | x tiktoken (best) |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for enc in o200k_base cl100k_base; do
-  O=() B=() C=() T=()
+  O=() U=() K=() B=() C=() T=()
   echo hi >"$OUT/one-line.txt"
   START_CRATE=$(START=0 cpu "$CRATE" "$enc" "$OUT/one-line.txt")
   START_TT=0
@@ -81,6 +87,8 @@ for enc in o200k_base cl100k_base; do
   fi
   for ((i = 0; i < RUNS; i++)); do
     O+=("$(cpu "$BIN/bpe-encode" -q -j 1 --whole -m "$enc" "$FILE")")
+    U+=("$(cpu "$BIN/bpe-encode" -q -j 1 --whole --format u32 -m "$enc" "$FILE")")
+    [ -n "$WORK" ] && K+=("$("$WORK" "$enc" "$FILE" whole '' 1 2>>"$OUT/log.txt" | sed -n 's/.* cpu=\([0-9.]*\).*/\1/p')")
     [ -n "${BENCH_BASE:-}" ] && B+=("$(cpu "$BENCH_BASE/bpe-encode" -q -j 1 --whole -m "$enc" "$FILE")")
     START=$START_CRATE; C+=("$(work "$CRATE" "$enc" "$FILE")")
     if [ -n "$PY" ] && [ -n "$VOCAB" ] && [ "$i" -lt 3 ]; then
@@ -89,10 +97,14 @@ for enc in o200k_base cl100k_base; do
   done
   t=""; [ "${#T[@]}" -gt 0 ] && t=$(range "${T[@]}")
   b=""; [ "${#B[@]}" -gt 0 ] && b=$(range "${B[@]}")
-  tr=""; [ "${#T[@]}" -gt 0 ] && tr=$(ratio "$(lo "${T[@]}")" "$(lo "${O[@]}")")
-  echo "| $enc | $(range "${O[@]}") | $b | $(range "${C[@]}") | $t | $(ratio "$(lo "${C[@]}")" "$(lo "${O[@]}")") | $tr |"
+  # Ratios "ndjson / u32 / work".
+  k=""; kl=0; [ "${#K[@]}" -gt 0 ] && { k=$(range "${K[@]}"); kl=$(lo "${K[@]}"); }
+  all() { echo "$(ratio "$1" "$(lo "${O[@]}")") / $(ratio "$1" "$(lo "${U[@]}")") / $(ratio "$1" "$kl")"; }
+  tr=""; [ "${#T[@]}" -gt 0 ] && tr=$(all "$(lo "${T[@]}")")
+  echo "| $enc | $(range "${O[@]}") | $(range "${U[@]}") | $k | $b | $(range "${C[@]}") | $t | $(all "$(lo "${C[@]}")") | $tr |"
 done
 echo
+echo "- x crate, x tiktoken: the peer's best over our best: whole command writing ndjson / whole command writing u32 / the work alone."
 "$BIN/bpe-encode" -q --whole -m o200k_base "$FILE" >"$OUT/ids.jsonl"
 W=() D=() WC=() DC=()
 for ((i = 0; i < RUNS; i++)); do
