@@ -206,17 +206,22 @@ impl ChunkCache {
     }
 
     /// Appends the ids of the hot chunk `key` to `out`; false if it is not hot.
+    ///
+    /// All three id words are appended and the length cut back to the entry's count:
+    /// no branch on the count, which the 3.1M hits of the benchmark text mispredicted.
+    /// One thread, AMD EPYC Zen 4, whole command, CPU ms (min / p10 / median of 20
+    /// alternated runs) against a `match` on the count: o200k_base 408 / 416 / 440
+    /// against 417 / 422 / 446, with `--format u32` 374 / 385 / 406 against 380 / 396 /
+    /// 417, cl100k_base 372 / 377 / 409 against 378 / 380 / 415.
     #[inline(always)]
     pub(super) fn get_hot(&self, key: &ShortKey, out: &mut Vec<u32>) -> bool {
         let e = &self.hot[key.index()];
         if e.words != key.words || e.meta & 0xFF != key.len {
             return false;
         }
-        match e.meta >> 8 {
-            1 => out.push(e.ids[0]),
-            2 => out.extend_from_slice(&e.ids[..2]),
-            _ => out.extend_from_slice(&e.ids),
-        }
+        let len = out.len() + (e.meta >> 8) as usize;
+        out.extend_from_slice(&e.ids);
+        out.truncate(len);
         true
     }
 
