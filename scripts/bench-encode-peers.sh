@@ -10,11 +10,12 @@
 # /dev/null`, the whole process, twice: writing JSON id arrays (the default, ndjson),
 # and writing the raw ids (`--format u32`); and the work alone, as the peers' is counted
 # (examples/encode-bench: the encoder on the file in memory, its ids kept in memory, one
-# thread, this thread's CPU time; no start-up, model load, reading or output). The crate (scripts/bench/bpe-crate.sh,
-# `Tokenizer::encode`) and tiktoken (`encode_ordinary` on the whole text,
-# scripts/bench/peers.py): their process's CPU less that of the same process on a
-# one-line file (start-up, imports, model load: ~0.1 s for the crate, ~1.3 s for
-# tiktoken), so the ratios set our whole process against the peers' work. Decode:
+# thread, this thread's CPU time; no start-up, model load, reading or output). The
+# crate (scripts/bench/bpe-crate.sh, `Tokenizer::encode`) and tiktoken
+# (`encode_ordinary` on the whole text, scripts/bench/peers.py): their process's CPU
+# less that of the same process on a one-line file (start-up, imports, model load:
+# ~0.1 s for the crate, ~1.3 s for tiktoken), so the first two ratios set our whole
+# process against the peers' work, the third like against like. Decode:
 # `bpe-decode -q --whole` of our o200k_base ids of FILE into /dev/null, both threads:
 # CPU s, wall s, and MB/s of text by wall.
 #

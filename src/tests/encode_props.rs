@@ -633,10 +633,10 @@ fn builtins_on_long_chunks_equal_the_whole_sequence_encoder() {
 }
 
 /// Every two-byte chunk of the built-in vocabularies (all 65,536 byte pairs, each
-/// followed by a space so that a pair the splitter keeps whole meets the chunk path
-/// beside other chunks): the encoder's ids equal tiktoken's algorithm run naively over
-/// the vocabulary's ranks, chunk by chunk, as do those of a random merge list with
-/// pairs of one or two of its letters.
+/// followed by ` x`, a two-byte chunk of its own): the encoder's ids equal tiktoken's
+/// algorithm run naively over the vocabulary's ranks, chunk by chunk; and those of
+/// random merge lists with o200k_base's split, on short random texts of their letters
+/// and spaces, equal the seed's `encode` run naively.
 #[test]
 fn two_byte_chunks_equal_naive() {
     for name in crate::model::BUILTINS {
