@@ -380,8 +380,7 @@ impl<'m> Encoder<'m> {
     /// o200k_base, AMD EPYC Zen 4, CPU ms (min / p10 / median of 20-24 alternated runs
     /// of the whole command): 424 / 433 / 466 against 437 / 465 / 506 (ndjson), 393 /
     /// 397 / 435 against 416 / 432 / 472 (`--format u32`); cl100k_base 389 / 394 / 430
-    /// against 397 / 410 / 455. The three-byte chunks the same way (two byte pairs and
-    /// one lookup in the pair table) measured the same as this.
+    /// against 397 / 410 / 455.
     fn encode_chunk(&self, scratch: &mut Scratch, chunk: &[u8], out: &mut Vec<u32>) {
         let base = &self.model.base_id_of_byte;
         match *chunk {
