@@ -407,7 +407,10 @@ impl<'m> Encoder<'m> {
                 return;
             }
         }
-        let hash = hash_bytes(chunk);
+        let hash = match &short {
+            Some(key) => key.hash(),
+            None => hash_bytes(chunk),
+        };
         let start = out.len();
         if !scratch.cache.get(hash, chunk, out) {
             self.encode_sequence(scratch, chunk, out);

@@ -139,6 +139,21 @@ impl ShortKey {
         }
     }
 
+    /// The key's 64-bit hash for the second level ([`chunk_hash`]): the chunk's two
+    /// words mixed, with no loop or branch on its length as [`hash_bytes`] has. One
+    /// thread, AMD EPYC Zen 4, whole command, CPU ms (min / p10 / median of 20
+    /// alternated runs) against `hash_bytes` for every chunk: o200k_base 400 / 405 / 416
+    /// against 410 / 411 / 425, with `--format u32` 364 / 369 / 378 against 371 / 374 /
+    /// 382, cl100k_base 358 / 360 / 375 against 370 / 372 / 380.
+    #[inline(always)]
+    pub(super) fn hash(&self) -> u64 {
+        let mut h = (self.words[0] ^ u64::from(self.len)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ self.words[1].wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+        h ^= h >> 32;
+        h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        h ^ (h >> 29)
+    }
+
     /// The key's entry in the hot level.
     #[inline(always)]
     fn index(&self) -> usize {
@@ -309,7 +324,7 @@ impl ChunkCache {
         for &slot in self.slots().iter().filter(|s| s[2] != 0) {
             let off = slot[1] as usize;
             let key = &self.arena[off..off + (slot[2] & 0xFFFF) as usize];
-            place(slots, hash_bytes(key), slot);
+            place(slots, chunk_hash(key), slot);
         }
         self.slots = full;
     }
@@ -330,6 +345,17 @@ fn place(slots: &mut [Slot], hash: u64, slot: Slot) {
         at = (at + 1) & mask;
     }
     slots[at] = slot;
+}
+
+/// The second level's hash of a chunk: its [`ShortKey`]'s when it has one (the rule
+/// `Encoder::encode_chunk` follows with the key it already has).
+#[inline]
+pub(super) fn chunk_hash(chunk: &[u8]) -> u64 {
+    if (2..=HOT_MAX).contains(&chunk.len()) {
+        ShortKey::new(chunk).hash()
+    } else {
+        hash_bytes(chunk)
+    }
 }
 
 /// A fast 64-bit hash of a short byte string (multiply-mix over 8-byte words).
@@ -458,7 +484,7 @@ mod tests {
                     let other = keys.entry((key.words, key.len)).or_insert(chunk.clone());
                     assert_eq!(*other, chunk, "two chunks with one hot key");
                 }
-                let hash = hash_bytes(&chunk);
+                let hash = chunk_hash(&chunk);
                 let mut out = vec![7];
                 let known = twin.get(&chunk).cloned();
                 if let Some((ids, _)) = &known {
