@@ -233,37 +233,126 @@ pub(crate) fn push_ids(buf: &mut Vec<u8>, ids: &[u32]) {
 /// other (nothing for no ids).
 ///
 /// The ids go through a stack buffer, each as one fixed-width store of its eight
-/// digits ([`digits8`]), so that no id costs a call or a capacity check: writing the
-/// ids digit by digit into the `Vec` took ~8% of a one-thread o200k_base encode.
+/// digits with the leading zeros shifted out, so that no id costs a call or a capacity
+/// check (writing the ids digit by digit into the `Vec` took ~8% of a one-thread
+/// o200k_base encode). The digits of four ids at a time come from [`digits8x4`]: the
+/// 7.07M ids of the 27 MB benchmark text, o200k_base, AMD EPYC Zen 4, in process:
+/// 17-18 ms against 35 ms one id at a time ([`digits8`]).
 pub(crate) fn push_list(buf: &mut Vec<u8>, first: Option<u8>, ids: &[u32]) {
     const STAGE: usize = 1024;
-    let mut stage = [0u8; STAGE + 24];
-    let mut pos = 0;
-    for (k, &id) in ids.iter().enumerate() {
-        if let Some(sep) = if k > 0 { Some(b',') } else { first } {
-            stage[pos] = sep;
-            pos += 1;
-        }
-        if id < 100_000_000 {
-            let digits = digits8(id);
-            // Leading zeros are the low zero bytes of the digits' values (id 0 keeps one).
-            let zeros = ((digits ^ 0x3030_3030_3030_3030).trailing_zeros() / 8).min(7);
-            stage[pos..pos + 8].copy_from_slice(&(digits >> (8 * zeros)).to_le_bytes());
-            pos += 8 - zeros as usize;
+    // Room past STAGE for one group of four of the longest ids with their commas.
+    let mut stage = [0u8; STAGE + 48];
+    let Some((&head, rest)) = ids.split_first() else {
+        return;
+    };
+    let mut pos = put_id(&mut stage, 0, first, head);
+    let mut groups = rest.chunks_exact(4);
+    for group in &mut groups {
+        let group: &[u32; 4] = group.try_into().expect("four ids");
+        if group.iter().all(|&id| id < 100_000_000) {
+            for digits in digits8x4(group) {
+                stage[pos] = b',';
+                pos = put_digits(&mut stage, pos + 1, digits);
+            }
         } else {
-            let (high, low) = (id / 100_000_000, id % 100_000_000);
-            let high = digits8(high) >> 48;
-            let width = if high & 0xFF == 0x30 { 1 } else { 2 };
-            stage[pos..pos + width].copy_from_slice(&(high as u16).to_le_bytes()[2 - width..]);
-            stage[pos + width..pos + width + 8].copy_from_slice(&digits8(low).to_le_bytes());
-            pos += width + 8;
+            for &id in group {
+                pos = put_id(&mut stage, pos, Some(b','), id);
+            }
         }
         if pos >= STAGE {
             buf.extend_from_slice(&stage[..pos]);
             pos = 0;
         }
     }
+    for &id in groups.remainder() {
+        pos = put_id(&mut stage, pos, Some(b','), id);
+    }
     buf.extend_from_slice(&stage[..pos]);
+}
+
+/// Writes `sep` (if any) and `id` at `pos` in `stage` (with 19 bytes of room from
+/// `pos`); returns the position after them.
+#[inline(always)]
+fn put_id(stage: &mut [u8], mut pos: usize, sep: Option<u8>, id: u32) -> usize {
+    if let Some(sep) = sep {
+        stage[pos] = sep;
+        pos += 1;
+    }
+    if id < 100_000_000 {
+        put_digits(stage, pos, digits8(id))
+    } else {
+        let (high, low) = (id / 100_000_000, id % 100_000_000);
+        let high = digits8(high) >> 48;
+        let width = if high & 0xFF == 0x30 { 1 } else { 2 };
+        stage[pos..pos + width].copy_from_slice(&(high as u16).to_le_bytes()[2 - width..]);
+        stage[pos + width..pos + width + 8].copy_from_slice(&digits8(low).to_le_bytes());
+        pos + width + 8
+    }
+}
+
+/// Writes the eight-digit word `digits` ([`digits8`]) at `pos` without its leading
+/// zeros (id 0 keeps one): one 8-byte store. Returns the position after the digits.
+#[inline(always)]
+fn put_digits(stage: &mut [u8], pos: usize, digits: u64) -> usize {
+    // Leading zeros are the low zero bytes of the digits' values.
+    let zeros = ((digits ^ 0x3030_3030_3030_3030).trailing_zeros() / 8).min(7);
+    stage[pos..pos + 8].copy_from_slice(&(digits >> (8 * zeros)).to_le_bytes());
+    pos + 8 - zeros as usize
+}
+
+/// [`digits8`] of four ids (each below 10^8) at once, in SSE2 (part of every x86_64
+/// CPU): the quotient and remainder by 10^4 in 32-bit lanes, then the same halving
+/// steps as [`digits8`] in 16-bit lanes, where a multiply-high divides by 100 and 10.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn digits8x4(ids: &[u32; 4]) -> [u64; 4] {
+    #[allow(unsafe_code)]
+    // SAFETY: SSE2 is part of the x86_64 baseline, enabled in every build for it.
+    unsafe {
+        digits8x4_sse2(ids)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+fn digits8x4_sse2(ids: &[u32; 4]) -> [u64; 4] {
+    use std::arch::x86_64::*;
+    let lanes = ids.map(|id| id as i32);
+    let v = _mm_setr_epi32(lanes[0], lanes[1], lanes[2], lanes[3]);
+    // v / 10^4 is (v * 0xD1B71759) >> 45 for v < 10^8 (u32 lanes 0 and 2, then 1 and 3).
+    let m = _mm_set1_epi32(0xD1B7_1759_u32 as i32);
+    let even = _mm_srli_epi64::<45>(_mm_mul_epu32(v, m));
+    let odd = _mm_srli_epi64::<45>(_mm_mul_epu32(_mm_srli_epi64::<32>(v), m));
+    let q = _mm_or_si128(even, _mm_slli_epi64::<32>(odd));
+    // q * 10^4 as a sum of 16-bit products (q < 2^15, its high half zero).
+    let r = _mm_sub_epi32(v, _mm_madd_epi16(q, _mm_set1_epi32(10_000)));
+    // 16-bit lanes: q0 r0 q1 r1 q2 r2 q3 r3, each below 10^4; y / 100 is
+    // ((y * 5243) >> 16) >> 3 there.
+    let fours = _mm_or_si128(q, _mm_slli_epi32::<16>(r));
+    let high = _mm_srli_epi16::<3>(_mm_mulhi_epu16(fours, _mm_set1_epi16(5243)));
+    let low = _mm_sub_epi16(fours, _mm_mullo_epi16(high, _mm_set1_epi16(100)));
+    // Pairs below 100 in order, two ids per vector; z / 10 is (z * 6554) >> 16 there.
+    let digits = |pairs: __m128i| {
+        let tens = _mm_mulhi_epu16(pairs, _mm_set1_epi16(6554));
+        let ones = _mm_sub_epi16(pairs, _mm_mullo_epi16(tens, _mm_set1_epi16(10)));
+        let chars = _mm_or_si128(tens, _mm_slli_epi16::<8>(ones));
+        _mm_add_epi8(chars, _mm_set1_epi8(b'0' as i8))
+    };
+    let d01 = digits(_mm_unpacklo_epi16(high, low));
+    let d23 = digits(_mm_unpackhi_epi16(high, low));
+    [
+        _mm_cvtsi128_si64(d01) as u64,
+        _mm_cvtsi128_si64(_mm_unpackhi_epi64(d01, d01)) as u64,
+        _mm_cvtsi128_si64(d23) as u64,
+        _mm_cvtsi128_si64(_mm_unpackhi_epi64(d23, d23)) as u64,
+    ]
+}
+
+/// [`digits8`] of four ids (each below 10^8).
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn digits8x4(ids: &[u32; 4]) -> [u64; 4] {
+    ids.map(digits8)
 }
 
 /// The eight decimal digits of `v` (below 10^8, with leading zeros) as ASCII, the first
@@ -412,6 +501,38 @@ mod tests {
             let mut buf = Vec::new();
             push_ids(&mut buf, &ids);
             assert_eq!(buf, format!("[{}]", naive_list(None, &ids)).into_bytes());
+        }
+    }
+
+    /// Four ids' digits at once equal `format!`'s, for every id below 10^6 (the ids of
+    /// every tiktoken vocabulary) in every lane, and for seeded random ids below 10^8
+    /// with each power of ten and its neighbours.
+    #[test]
+    fn four_ids_digits_equal_format() {
+        let check = |group: [u32; 4]| {
+            let words = digits8x4(&group);
+            for (v, word) in group.iter().zip(words) {
+                assert_eq!(
+                    word.to_le_bytes(),
+                    *format!("{v:08}").as_bytes(),
+                    "{group:?}"
+                );
+            }
+        };
+        for v in 0..1_000_000u32 {
+            check([v, 999_999 - v, v.wrapping_mul(7) % 1_000_000, v / 3]);
+        }
+        let mut rng = crate::test_rng::Rng::new(0x0D16_1754);
+        let mut edges = vec![99_999_999];
+        for p in 0..8 {
+            let t = 10u32.pow(p);
+            edges.extend([t - 1, t, t + 1, 5 * t, 10 * t - 1]);
+        }
+        for _ in 0..200_000 {
+            check([0; 4].map(|_| match rng.below(2) {
+                0 => rng.below(100_000_000) as u32,
+                _ => edges[rng.below(edges.len())],
+            }));
         }
     }
 
