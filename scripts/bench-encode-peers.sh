@@ -5,7 +5,7 @@
 #
 # Usage: scripts/bench-encode-peers.sh [FILE]   (default bench/corpora/mixed-27M.txt)
 #
-# All figures are CPU seconds (user + system, GNU time): on a shared, loaded machine wall
+# All figures are CPU seconds (user + system, the shell's `times`): on a shared, loaded machine wall
 # time measures the neighbours. Ours: `bpe-encode -q -j 1 --whole -m ENC FILE >
 # /dev/null`, the whole process, twice: writing JSON id arrays (the default, ndjson),
 # and writing the raw ids (`--format u32`); and the work alone, as the peers' is counted
@@ -52,10 +52,14 @@ if [ -z "$VOCAB" ]; then
 fi
 BYTES=$(wc -c <"$FILE")
 
-# cpu CMD...: CPU seconds (user + system) of one run, stdout to /dev/null.
+# cpu CMD...: CPU seconds (user + system) of one run, stdout to /dev/null. The shell's
+# `times` in a subshell gives its child's in milliseconds (GNU time's %U %S: 10 ms
+# steps, 2-3% of our runs).
 cpu() {
-  /usr/bin/time -f '%U %S' -o "$OUT/time.txt" "$@" >/dev/null 2>>"$OUT/log.txt" || { echo nan; return; }
-  awk '{ printf "%.3f", $1 + $2 }' "$OUT/time.txt"
+  local t
+  t=$( ("$@" >/dev/null 2>>"$OUT/log.txt" || exit 1; times) ) || { echo nan; return; }
+  echo "$t" | awk 'function s(x, a) { split(x, a, "m"); sub("s", "", a[2]); return 60 * a[1] + a[2] }
+    NR == 2 { printf "%.3f", s($1) + s($2) }'
 }
 # work CMD...: CPU seconds of the peer's process less its start-up ($START).
 work() { awk -v c="$(cpu "$@")" -v s="$START" 'BEGIN { printf "%.3f", c - s }'; }
