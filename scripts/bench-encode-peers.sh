@@ -90,15 +90,26 @@ for enc in o200k_base cl100k_base; do
   if [ -n "$PY" ] && [ -n "$VOCAB" ]; then
     START_TT=$(cpu "$PY" "$ROOT/scripts/bench/peers.py" tiktoken "$OUT/one-line.txt" --encoding "$enc" --vocab-dir "$VOCAB")
   fi
+  # One run of each program, in the order given; every other round reverses it, so
+  # that no program always follows the same one (the host's memory and caches carry
+  # a program's traces into the next).
+  run_one() {
+    case $1 in
+      O) O+=("$(cpu "$BIN/bpe-encode" -q -j 1 --whole -m "$enc" "$FILE")") ;;
+      U) U+=("$(cpu "$BIN/bpe-encode" -q -j 1 --whole --format u32 -m "$enc" "$FILE")") ;;
+      K) [ -n "$WORK" ] && K+=("$("$WORK" "$enc" "$FILE" whole '' 1 2>>"$OUT/log.txt" | sed -n 's/.* cpu=\([0-9.]*\).*/\1/p')") ;;
+      B) [ -n "${BENCH_BASE:-}" ] && B+=("$(cpu "$BENCH_BASE/bpe-encode" -q -j 1 --whole -m "$enc" "$FILE")") ;;
+      C) START=$START_CRATE; C+=("$(work "$CRATE" "$enc" "$FILE")") ;;
+      T) if [ -n "$PY" ] && [ -n "$VOCAB" ] && [ "$i" -lt 3 ]; then
+           START=$START_TT; T+=("$(work "$PY" "$ROOT/scripts/bench/peers.py" tiktoken "$FILE" --encoding "$enc" --vocab-dir "$VOCAB")")
+         fi ;;
+    esac
+    return 0
+  }
   for ((i = 0; i < RUNS; i++)); do
-    O+=("$(cpu "$BIN/bpe-encode" -q -j 1 --whole -m "$enc" "$FILE")")
-    U+=("$(cpu "$BIN/bpe-encode" -q -j 1 --whole --format u32 -m "$enc" "$FILE")")
-    [ -n "$WORK" ] && K+=("$("$WORK" "$enc" "$FILE" whole '' 1 2>>"$OUT/log.txt" | sed -n 's/.* cpu=\([0-9.]*\).*/\1/p')")
-    [ -n "${BENCH_BASE:-}" ] && B+=("$(cpu "$BENCH_BASE/bpe-encode" -q -j 1 --whole -m "$enc" "$FILE")")
-    START=$START_CRATE; C+=("$(work "$CRATE" "$enc" "$FILE")")
-    if [ -n "$PY" ] && [ -n "$VOCAB" ] && [ "$i" -lt 3 ]; then
-      START=$START_TT; T+=("$(work "$PY" "$ROOT/scripts/bench/peers.py" tiktoken "$FILE" --encoding "$enc" --vocab-dir "$VOCAB")")
-    fi
+    order="O U K B C T"
+    [ $((i % 2)) -eq 1 ] && order="T C B K U O"
+    for p in $order; do run_one "$p"; done
   done
   t=""; [ "${#T[@]}" -gt 0 ] && t=$(range "${T[@]}")
   b=""; [ "${#B[@]}" -gt 0 ] && b=$(range "${B[@]}")

@@ -270,8 +270,9 @@ pub(crate) fn push_list(buf: &mut Vec<u8>, first: Option<u8>, ids: &[u32]) {
     buf.extend_from_slice(&stage[..pos]);
 }
 
-/// Writes `sep` (if any) and `id` at `pos` in `stage` (with 19 bytes of room from
-/// `pos`); returns the position after them.
+/// Writes `sep` (if any) and `id` at `pos` in `stage`, which needs 11 bytes of room
+/// from `pos` (a separator and ten digits; the digits' fixed-width stores stay within
+/// them). Returns the position after them.
 #[inline(always)]
 fn put_id(stage: &mut [u8], mut pos: usize, sep: Option<u8>, id: u32) -> usize {
     if let Some(sep) = sep {
