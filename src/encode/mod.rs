@@ -68,6 +68,7 @@ use ahash::AHashMap;
 use crate::error::{Error, Result};
 use crate::model::{BpeModel, ModelSource};
 use crate::parallel::Pool;
+use crate::pretokenize::Emit;
 use crate::pretokenize::Splitter;
 use long::MergeQueue;
 use tables::{
@@ -363,9 +364,14 @@ impl<'m> Encoder<'m> {
             return;
         }
         match &self.splitter {
-            Some(splitter) => splitter.split_each(text, &mut |chunk: &[u8]| {
-                self.encode_chunk(scratch, chunk, out);
-            }),
+            Some(splitter) => splitter.split_each(
+                text,
+                &mut ChunkStep {
+                    encoder: self,
+                    scratch,
+                    out,
+                },
+            ),
             None => self.encode_sequence(scratch, text, out),
         }
     }
@@ -381,6 +387,7 @@ impl<'m> Encoder<'m> {
     /// of the whole command): 424 / 433 / 466 against 437 / 465 / 506 (ndjson), 393 /
     /// 397 / 435 against 416 / 432 / 472 (`--format u32`); cl100k_base 389 / 394 / 430
     /// against 397 / 410 / 455.
+    #[inline(always)]
     fn encode_chunk(&self, scratch: &mut Scratch, chunk: &[u8], out: &mut Vec<u32>) {
         let base = &self.model.base_id_of_byte;
         match *chunk {
@@ -407,6 +414,18 @@ impl<'m> Encoder<'m> {
                 return;
             }
         }
+        self.encode_chunk_cached(scratch, chunk, short, out);
+    }
+
+    /// [`Encoder::encode_chunk`] past the hot level: the second level, then BPE.
+    #[inline(never)]
+    fn encode_chunk_cached(
+        &self,
+        scratch: &mut Scratch,
+        chunk: &[u8],
+        short: Option<ShortKey>,
+        out: &mut Vec<u32>,
+    ) {
         let hash = match &short {
             Some(key) => key.hash(),
             None => hash_bytes(chunk),
@@ -491,6 +510,25 @@ impl<'m> Encoder<'m> {
             n if n <= self.scan_max => self.bpe_scan(scratch, bytes, out),
             _ => self.bpe_heap(scratch, bytes, out),
         }
+    }
+}
+
+/// The encoder's chunk step as a splitter's [`Emit`]: the split loop takes its hot path
+/// ([`Encoder::encode_chunk`] up to the hot level) inline, where it called a closure per
+/// chunk. The first 8 MB of the benchmark text, o200k_base: 718M instructions against
+/// 731M (cachegrind); whole command, one thread, AMD EPYC Zen 4 in a quiet phase, CPU
+/// ms (min / p10 / median of 24 alternated runs): o200k_base 368 / 369 / 371 against 370
+/// / 371 / 373, cl100k_base 332 / 333 / 335 against 336 / 337 / 340.
+struct ChunkStep<'e, 'm> {
+    encoder: &'e Encoder<'m>,
+    scratch: &'e mut Scratch,
+    out: &'e mut Vec<u32>,
+}
+
+impl<'t> Emit<'t> for ChunkStep<'_, '_> {
+    #[inline(always)]
+    fn emit(&mut self, chunk: &'t [u8]) {
+        self.encoder.encode_chunk(self.scratch, chunk, self.out);
     }
 }
 

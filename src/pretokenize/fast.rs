@@ -12,6 +12,7 @@
 //! o200k_base's rules, 59 against 73 with cl100k_base's.
 
 use super::classes::{Classes, L, LO, M, N, S, UP};
+use super::Emit;
 
 /// Which hand-written splitter a preset pattern uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,7 +218,7 @@ fn decode_multi(s: &[u8], i: usize) -> (u32, usize) {
 }
 
 /// Splits valid UTF-8 `s` with the preset's rules.
-pub(crate) fn split<'t, F: FnMut(&'t [u8]) + ?Sized>(
+pub(crate) fn split<'t, F: Emit<'t> + ?Sized>(
     preset: Preset,
     classes: &Classes,
     s: &'t [u8],
@@ -233,7 +234,7 @@ pub(crate) fn split<'t, F: FnMut(&'t [u8]) + ?Sized>(
 }
 
 /// `'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
-fn split_gpt2<'t, F: FnMut(&'t [u8]) + ?Sized>(t: &Text, s: &'t [u8], emit: &mut F) {
+fn split_gpt2<'t, F: Emit<'t> + ?Sized>(t: &Text, s: &'t [u8], emit: &mut F) {
     let n = s.len();
     let mut i = 0;
     while i < n {
@@ -260,7 +261,7 @@ fn split_gpt2<'t, F: FnMut(&'t [u8]) + ?Sized>(t: &Text, s: &'t [u8], emit: &mut
                 last
             }
         };
-        emit(&s[i..end]);
+        emit.emit(&s[i..end]);
         i = end;
     }
 }
@@ -280,7 +281,7 @@ fn same_kind_run(t: &Text, i: usize, k: u8) -> usize {
 /// GPT-4: `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}|
 /// ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+`; cl100k (`end_run`) adds `\s++$`
 /// before `\s*[\r\n]` (its other differences cannot change a match).
-fn split_gpt4<'t, F: FnMut(&'t [u8]) + ?Sized>(t: &Text, s: &'t [u8], emit: &mut F, end_run: bool) {
+fn split_gpt4<'t, F: Emit<'t> + ?Sized>(t: &Text, s: &'t [u8], emit: &mut F, end_run: bool) {
     let n = s.len();
     let mut i = 0;
     while i < n {
@@ -316,7 +317,7 @@ fn split_gpt4<'t, F: FnMut(&'t [u8]) + ?Sized>(t: &Text, s: &'t [u8], emit: &mut
                 last
             }
         };
-        emit(&s[i..end]);
+        emit.emit(&s[i..end]);
         i = end;
     }
 }
@@ -325,7 +326,7 @@ fn split_gpt4<'t, F: FnMut(&'t [u8]) + ?Sized>(t: &Text, s: &'t [u8], emit: &mut
 /// [^\r\n\p{L}\p{N}]?[UP]+[LO]*(?i:...)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|
 /// \s*[\r\n]+|\s+(?!\S)|\s+` with UP = `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]` and
 /// LO = `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`.
-fn split_o200k<'t, F: FnMut(&'t [u8]) + ?Sized>(t: &Text, s: &'t [u8], emit: &mut F) {
+fn split_o200k<'t, F: Emit<'t> + ?Sized>(t: &Text, s: &'t [u8], emit: &mut F) {
     let n = s.len();
     let mut i = 0;
     while i < n {
@@ -370,7 +371,7 @@ fn split_o200k<'t, F: FnMut(&'t [u8]) + ?Sized>(t: &Text, s: &'t [u8], emit: &mu
                 last
             }
         };
-        emit(&s[i..end]);
+        emit.emit(&s[i..end]);
         i = end;
     }
 }
