@@ -276,7 +276,7 @@ impl ChunkCache {
                 let off = off as usize;
                 let end = off + key.len();
                 let arena = self.arena.bytes();
-                if &arena[off..end] == key {
+                if same_bytes(&arena[off..end], key) {
                     let n = (lens >> 16) as usize;
                     out.extend(
                         arena[end..end + 4 * n]
@@ -325,6 +325,26 @@ impl ChunkCache {
             place(slots, chunk_hash(key), slot);
         }
         self.slots = full;
+    }
+}
+
+/// Whether `a` equals `b`, which has its length: up to 16 bytes by two overlapping
+/// loads from each, without a call to `memcmp`, which took 4.5% of a one-thread
+/// o200k_base encode of the benchmark text (1.1% after), nearly all from the second
+/// level's probes, whose keys are mostly short. Intel Xeon (family 6 model 167), whole
+/// command, CPU ms (min / p10 / median of 15 alternated runs): o200k_base 403 / 404 /
+/// 416 against 410 / 413 / 424, cl100k_base 349 / 350 / 359 against 353 / 359 / 365.
+/// (Up to 32 bytes, by two 16-byte loads: no further gain.)
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = b.len();
+    debug_assert_eq!(a.len(), n);
+    let le8 = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8"));
+    let le4 = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4"));
+    match n {
+        8..=16 => le8(a, 0) == le8(b, 0) && le8(a, n - 8) == le8(b, n - 8),
+        4..=7 => le4(a, 0) == le4(b, 0) && le4(a, n - 4) == le4(b, n - 4),
+        _ => a == b,
     }
 }
 
@@ -528,6 +548,27 @@ mod tests {
 
     use super::*;
     use crate::test_rng::Rng;
+
+    /// `same_bytes` answers as `==` for every length up to 40: equal slices, and slices
+    /// that differ in one byte at each position (by one bit and by every bit), seeded.
+    #[test]
+    fn same_bytes_is_equality() {
+        let mut rng = Rng::new(0x5A3E_B7E5);
+        for n in 0..=40 {
+            for _ in 0..50 {
+                let a: Vec<u8> = (0..n).map(|_| rng.below(256) as u8).collect();
+                assert!(same_bytes(&a, &a.clone()), "{a:?}");
+                for at in 0..n {
+                    for flip in [1u8 << rng.below(8), 0xFF] {
+                        let mut b = a.clone();
+                        b[at] ^= flip;
+                        assert!(!same_bytes(&a, &b), "{a:?} {b:?}");
+                        assert!(!same_bytes(&b, &a), "{b:?} {a:?}");
+                    }
+                }
+            }
+        }
+    }
 
     /// Two chunks share a hot key only when they are equal, and the two levels give back
     /// exactly the ids stored for a chunk until the second level is cleared (a `HashMap`
