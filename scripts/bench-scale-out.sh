@@ -76,11 +76,16 @@ cp "$OUT/last.out" "$OUT/records.json"
 run "train from merged counts: bpe-train --from-counts --vocab-size $VS" "$N" "$T" -q --from-counts --vocab-size "$VS" "$OUT/merged.counts"
 cp "$OUT/last.out" "$OUT/from-counts.json"
 cmp -s "$OUT/records.json" "$OUT/from-counts.json" && same=yes || same=NO
-# shellcheck disable=SC2016
-run "end to end: parallel --pipepart -j 2 count | merge | train" "$N" bash -c '
-  parallel -q --pipepart -a "$2" --block -4 -j 2 "$1" --emit-counts --split gpt4 -j 1 --shard "{#}" |
-    "$1" --from-counts --emit-counts | "$1" -q --from-counts --vocab-size "$3"' _ "$T" "$CORPUS" "$VS"
-cmp -s "$OUT/records.json" "$OUT/last.out" && same2=yes || same2=NO
+if command -v parallel >/dev/null; then
+  # shellcheck disable=SC2016
+  run "end to end: parallel --pipepart -j 2 count | merge | train" "$N" bash -c '
+    parallel -q --pipepart -a "$2" --block -4 -j 2 "$1" --emit-counts --split gpt4 -j 1 --shard "{#}" |
+      "$1" --from-counts --emit-counts | "$1" -q --from-counts --vocab-size "$3"' _ "$T" "$CORPUS" "$VS"
+  cmp -s "$OUT/records.json" "$OUT/last.out" && same2=yes || same2=NO
+else
+  echo "| end to end through GNU parallel: skipped (parallel not installed) | | | | |"
+  same2="not run (no GNU parallel)"
+fi
 if [ -x "$PY" ] && "$PY" -c 'import rustbpe, tokenizers' 2>/dev/null; then
   run "rustbpe train_from_iterator (GPT-4 split, RAYON 2 threads; whole process)" "$N" "$PY" "$ROOT/scripts/bench/peers.py" rustbpe "$CORPUS" --vocab-size "$VS"
   echo "| (rustbpe's own figure, training alone: $(sed 's/.*seconds=\([^ ]*\).*/\1/' "$OUT/last.out") s) | | | | |"
