@@ -70,6 +70,9 @@ pub(super) struct ChunkCache {
     arena: Arena,
     /// Slots of the full table: 2 per entry ([`CACHE_ENTRIES`] but in tests).
     full_slots: usize,
+    /// The cache is cleared before its arena would pass this many bytes
+    /// ([`ARENA_RESERVE`] but in tests).
+    arena_max: usize,
     /// A one-hash Bloom filter of the chunks in the second level: one bit per top
     /// [`SEEN_BITS`] bits of a hash, set as a chunk is cached, cleared with the cache.
     seen: Vec<u64>,
@@ -165,7 +168,7 @@ impl ShortKey {
 
 impl Default for ChunkCache {
     fn default() -> ChunkCache {
-        ChunkCache::with_entries(SMALL_SLOTS, CACHE_ENTRIES)
+        ChunkCache::with_entries(SMALL_SLOTS, CACHE_ENTRIES, ARENA_RESERVE)
     }
 }
 
@@ -187,9 +190,9 @@ pub(super) fn prefetch<T>(r: &T) {
 
 impl ChunkCache {
     /// A cache whose second level starts with `small` slots and holds up to `entries`
-    /// chunks (both powers of two, `small <= 2 * entries`): tests use small sizes to
-    /// meet the move and the clearing often.
-    pub(super) fn with_entries(small: usize, entries: usize) -> ChunkCache {
+    /// chunks (both powers of two, `small <= 2 * entries`) in an arena of up to
+    /// `arena_max` bytes: tests use small sizes to meet the move and the clearing often.
+    pub(super) fn with_entries(small: usize, entries: usize, arena_max: usize) -> ChunkCache {
         ChunkCache {
             // Zeroed pages, mapped as they are first used: written here, the 512 KB
             // cost every run 128 page faults.
@@ -199,6 +202,7 @@ impl ChunkCache {
             len: 0,
             arena: Arena::default(),
             full_slots: 2 * entries,
+            arena_max: arena_max.min(ARENA_RESERVE),
             seen: vec![0; (1 << SEEN_BITS) / 64],
         }
     }
@@ -290,10 +294,13 @@ impl ChunkCache {
         }
     }
 
-    /// Caches `ids` for `key` (at most [`CACHE_MAX_CHUNK`](super::CACHE_MAX_CHUNK) bytes, so both lengths fit
-    /// in 16 bits and are non-zero).
+    /// Caches `ids` for `key` (at most [`CACHE_MAX_CHUNK`](super::CACHE_MAX_CHUNK)
+    /// bytes, so both lengths fit in 16 bits and are non-zero). A full cache (half its
+    /// slots used, or its arena at `arena_max` bytes) is cleared first.
     pub(super) fn insert(&mut self, hash: u64, key: &[u8], ids: &[u32]) {
-        if 2 * self.len >= self.full_slots || self.arena.len() > u32::MAX as usize / 2 {
+        if 2 * self.len >= self.full_slots
+            || self.arena.len() + key.len() + 4 * ids.len() > self.arena_max
+        {
             self.slots.bytes_mut().fill(0);
             self.seen.fill(0);
             self.len = 0;
@@ -370,7 +377,11 @@ struct Arena {
 
 /// An arena grows on the heap up to this many bytes.
 const ARENA_HEAP_MAX: usize = 1 << 20;
-/// The map an arena moves to past [`ARENA_HEAP_MAX`]: address space, not memory.
+/// The map an arena moves to past [`ARENA_HEAP_MAX`]: address space, not memory, and
+/// the most an arena holds (the cache is cleared before it would pass this): with
+/// [`CACHE_ENTRIES`] it bounds a thread's cache at about 80 MB whatever the chunks.
+/// Before, only the entry count bounded it: 80 MB of random 120-letter words with
+/// o200k_base, one thread, peaked at 377 MB, now 177 MB (80 MB of it the mapped input).
 const ARENA_RESERVE: usize = 64 << 20;
 
 impl Arena {
@@ -574,18 +585,31 @@ mod tests {
     /// of chunk -> (ids, the clearing it was stored after) is the twin), over seeded
     /// random chunks from a three-letter alphabet (so that chunks share prefixes,
     /// suffixes and middles) and random id lists, with the hot level's entries
-    /// replaced many times over; at the real sizes (the move to the full table once)
-    /// and at tiny ones (the move and the clearing many times).
+    /// replaced many times over; at the real sizes (the move to the full table once),
+    /// at tiny ones (the move and the clearing many times), and with a small arena
+    /// (cleared for its bytes before its entries; some chunks then are hundreds of
+    /// bytes long).
     #[test]
     fn chunk_cache_returns_what_was_stored() {
-        for (small, entries) in [(SMALL_SLOTS, CACHE_ENTRIES), (64, 1024), (4, 8)] {
+        let sizes = [
+            (SMALL_SLOTS, CACHE_ENTRIES, ARENA_RESERVE),
+            (64, 1024, ARENA_RESERVE),
+            (4, 8, ARENA_RESERVE),
+            (64, 1024, 4096),
+        ];
+        for (small, entries, arena_max) in sizes {
+            let long = arena_max < ARENA_RESERVE;
             let mut rng = Rng::new(0x5EED_CACE);
             let mut keys: HashMap<([u64; 2], u32), Vec<u8>> = HashMap::new();
             let mut twin: HashMap<Vec<u8>, (Vec<u32>, usize)> = HashMap::new();
-            let mut cache = ChunkCache::with_entries(small, entries);
-            let (mut clearings, mut stored) = (0, 0);
+            let mut cache = ChunkCache::with_entries(small, entries, arena_max);
+            let (mut clearings, mut stored, mut bytes) = (0, 0, 0);
             for _ in 0..200_000 {
-                let len = 2 + rng.below(HOT_MAX + 8);
+                let len = if long && rng.below(8) == 0 {
+                    2 + rng.below(600)
+                } else {
+                    2 + rng.below(HOT_MAX + 8)
+                };
                 let chunk = rng.bytes_from(b"ab\x00", len);
                 let short = (len <= HOT_MAX).then(|| ShortKey::new(&chunk));
                 if let Some(key) = &short {
@@ -619,11 +643,12 @@ mod tests {
                     None => (0..1 + rng.below(5)).map(|_| rng.below(1 << 20)).collect(),
                 };
                 if !cached {
-                    if stored == entries {
-                        (clearings, stored) = (clearings + 1, 0);
+                    let need = chunk.len() + 4 * ids.len();
+                    if stored == entries || bytes + need > arena_max {
+                        (clearings, stored, bytes) = (clearings + 1, 0, 0);
                     }
                     cache.insert(hash, &chunk, &ids);
-                    stored += 1;
+                    (stored, bytes) = (stored + 1, bytes + need);
                     twin.insert(chunk, (ids.clone(), clearings));
                 }
                 if let Some(key) = &short {
