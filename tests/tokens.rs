@@ -1159,7 +1159,8 @@ fn jsonl_strings_are_read_exactly() {
 }
 
 /// A single 50 MB document (with escapes, so it is decoded into a buffer of its own):
-/// the same ids as the text read whole, written as a Megatron sequence.
+/// the same ids as the text read whole, written as a Megatron sequence, as raw u32s
+/// and as one NDJSON list.
 #[test]
 fn a_fifty_megabyte_document() {
     let dir = scratch("tokens-50mb");
@@ -1197,6 +1198,9 @@ fn a_fifty_megabyte_document() {
     assert_eq!(m.lengths.len(), 1);
     assert_eq!(m.documents[0], le_u32s(&whole));
     assert!(m.documents[0].len() > 10_000_000);
+    // As NDJSON: one list, formatted and written a part at a time.
+    let listed = ndjson_records(&encode(&dir, &["--whole", "big.txt"]));
+    assert_eq!(listed, [le_u32s(&whole)]);
 }
 
 /// Flags that do not go together are usage errors (exit 2) before any output.

@@ -512,10 +512,19 @@ impl Streamed {
             Sink::Tokens(tokens) => tokens.extend(ids),
             Sink::Text(_) if self.count => Ok(()),
             Sink::Text(_) => {
-                let sep = if first { b'[' } else { b',' };
-                ndjson::push_list(&mut self.buf, Some(sep), ids);
-                if self.buf.len() >= 1 << 16 {
-                    self.flush(sink)?;
+                // A part at a time, so that the buffer stays small enough to stay in
+                // the cache between its formatting and its write (a piece of 1 MB of
+                // text made it 1.7 MB). Intel Xeon model 167, one thread, o200k_base,
+                // 27 MB, CPU ms (min / p10 / median of 15 alternated runs): 435 /
+                // 450 / 465 against 448 / 457 / 472; cl100k_base 388 / 397 / 409
+                // against 394 / 405 / 421.
+                let mut sep = if first { b'[' } else { b',' };
+                for part in ids.chunks(1 << 13) {
+                    ndjson::push_list(&mut self.buf, Some(sep), part);
+                    sep = b',';
+                    if self.buf.len() >= 1 << 16 {
+                        self.flush(sink)?;
+                    }
                 }
                 Ok(())
             }
