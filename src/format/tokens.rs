@@ -403,10 +403,16 @@ struct RawSink {
 
 impl TokenSink for RawSink {
     fn extend(&mut self, ids: &[u32]) -> Result<()> {
-        self.dtype.pack(ids, &mut self.buf);
-        if self.buf.len() >= 1 << 16 {
-            self.out.write_all(&self.buf).map_err(Error::write)?;
-            self.buf.clear();
+        // A part at a time, so that the buffer stays in cache until it is written (a 1
+        // MB piece of `--whole` text came as 260k ids). Intel Xeon model 167, one
+        // thread, o200k_base, 27 MB, `--format u32`, CPU ms (min / p10 / median of 15
+        // alternated runs): 400 / 403 / 426 against 403 / 417 / 432.
+        for part in ids.chunks(1 << 14) {
+            self.dtype.pack(part, &mut self.buf);
+            if self.buf.len() >= 1 << 16 {
+                self.out.write_all(&self.buf).map_err(Error::write)?;
+                self.buf.clear();
+            }
         }
         Ok(())
     }
