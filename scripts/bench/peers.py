@@ -191,14 +191,35 @@ def tiktoken_encode(path, name, vocab_dir):
     print(f"seconds={dt:.3f} tokens={len(ids)}")
 
 
+def first_sightings(path, name, vocab_dir, out):
+    """Writes to OUT each distinct chunk of FILE (tiktoken's split pattern for NAME) of
+    three bytes or more, without line breaks, once, in the order first seen, one a line:
+    a text whose every chunk is a first sighting (scripts/bench-first-sightings.sh)."""
+    import regex
+
+    pattern = regex.compile(tiktoken_encoding(name, vocab_dir)._pat_str)
+    seen = set()
+    with open(out, "w", encoding="utf-8") as f:
+        for m in pattern.finditer(read_text(path)):
+            chunk = m.group()
+            if len(chunk.encode("utf-8")) > 2 and "\n" not in chunk and not chunk.isspace():
+                if chunk not in seen:
+                    seen.add(chunk)
+                    f.write(chunk + "\n")
+    print(f"chunks={len(seen)}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("tool", choices=["seed", "rustbpe", "hf", "spm", "tiktoken", "pairs"])
+    p.add_argument(
+        "tool", choices=["seed", "rustbpe", "hf", "spm", "tiktoken", "pairs", "first-sightings"]
+    )
     p.add_argument("file")
     p.add_argument("--vocab-size", type=int, default=32768)
     p.add_argument("--encoding", default="o200k_base")
     p.add_argument("--vocab-dir", default="")
     p.add_argument("--dump", default="", help="seed: write its merges here, one pair a line")
+    p.add_argument("--out", default="", help="first-sightings: the file to write")
     a = p.parse_args()
     if a.tool == "seed":
         seed_train(a.file, a.vocab_size, a.dump)
@@ -210,6 +231,8 @@ def main():
         hf_train(a.file, a.vocab_size)
     elif a.tool == "spm":
         spm_train(a.file, a.vocab_size)
+    elif a.tool == "first-sightings":
+        first_sightings(a.file, a.encoding, a.vocab_dir, a.out)
     else:
         tiktoken_encode(a.file, a.encoding, a.vocab_dir)
     sys.stdout.flush()
