@@ -31,16 +31,8 @@ if [ -z "$VOCAB" ]; then
 fi
 [ -n "$VOCAB" ] || { echo "bench-first-sightings: no vocabulary folder (BENCH_VOCAB)" >&2; exit 1; }
 
-# cpu CMD...: CPU seconds (user + system) of one run, from the shell's `times`.
-cpu() {
-  local t
-  t=$( ("$@" >/dev/null 2>>"$OUT/log.txt" || exit 1; times) ) || { echo nan; return; }
-  echo "$t" | awk 'function s(x, a) { split(x, a, "m"); sub("s", "", a[2]); return 60 * a[1] + a[2] }
-    NR == 2 { printf "%.3f", s($1) + s($2) }'
-}
-range() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
-lo() { printf '%s\n' "$@" | sort -g | head -1; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; }
+# shellcheck source=scripts/bench/cpu-time.sh
+. "$ROOT/scripts/bench/cpu-time.sh"
 
 echo "## First sightings alone: the distinct chunks of $(basename "$FILE")"
 echo
@@ -62,7 +54,7 @@ for enc in o200k_base cl100k_base; do
       case $p in
         O) O+=("$(cpu "$BIN/bpe-encode" -q -j 1 --whole --format u32 -m "$enc" "$TEXT")") ;;
         K) K+=("$("$BIN/examples/encode-bench" "$enc" "$TEXT" whole '' 1 2>>"$OUT/log.txt" | sed -n 's/.* cpu=\([0-9.]*\).*/\1/p')") ;;
-        C) C+=("$(awk -v c="$(cpu "$CRATE" "$enc" "$TEXT")" -v s="$START" 'BEGIN { printf "%.3f", c - s }')") ;;
+        C) C+=("$(work "$CRATE" "$enc" "$TEXT")") ;;
       esac
     done
   done
