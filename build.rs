@@ -20,12 +20,17 @@ use regex_syntax::hir::{Class, HirKind};
 #[path = "src/model/tables.rs"]
 #[allow(dead_code)]
 mod tables;
+// The encoder's units (which pieces BPE may start from whole), shared with the runtime.
+#[path = "src/model/units.rs"]
+#[allow(dead_code)]
+mod units;
 
 const BUILTINS: [&str; 4] = ["o200k_base", "cl100k_base", "p50k_base", "r50k_base"];
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/model/tables.rs");
+    println!("cargo:rerun-if-changed=src/model/units.rs");
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     for name in BUILTINS {
         let path = format!("assets/{name}.tiktoken");
@@ -44,6 +49,33 @@ fn main() {
             .flat_map(|word| word.to_le_bytes())
             .collect();
         fs::write(out_dir.join(format!("{name}.bloom")), bloom).expect("writing OUT_DIR");
+        let pair_ids: HashMap<(u32, u32), u32> = parsed
+            .pairs
+            .iter()
+            .map(|&(a, b, id)| ((a, b), id))
+            .collect();
+        let offsets = &parsed.token_offsets;
+        let token = |id: u32| {
+            let i = id as usize;
+            let (start, end) = (*offsets.get(i)? as usize, *offsets.get(i + 1)? as usize);
+            (start < end).then(|| [parsed.token_bytes[start], parsed.token_bytes[end - 1]])
+        };
+        let short = offsets.windows(2).enumerate().filter_map(|(id, span)| {
+            let bytes = &parsed.token_bytes[span[0] as usize..span[1] as usize];
+            (2..=3)
+                .contains(&bytes.len())
+                .then(|| (id as u32, bytes.to_vec()))
+        });
+        let found = units::build(
+            &parsed.base_id_of_byte,
+            |a, b| pair_ids.get(&(a, b)).copied().unwrap_or(u32::MAX),
+            short,
+            parsed.pairs.iter().copied(),
+            token,
+            offsets.len().saturating_sub(1),
+        );
+        fs::write(out_dir.join(format!("{name}.units")), found.to_bytes())
+            .expect("writing OUT_DIR");
     }
     fs::write(out_dir.join("classes.bin"), classes()).expect("writing OUT_DIR");
 }

@@ -108,7 +108,7 @@ pub struct EncodeReport {
 }
 
 enum AnyEncoder<'m> {
-    Bpe(Encoder<'m>),
+    Bpe(Box<Encoder<'m>>),
     Word(crate::word::WordEncoder<'m>),
 }
 
@@ -155,7 +155,9 @@ enum Sink<'o> {
 pub fn encode(config: &EncodeConfig, sources: &[Source]) -> Result<EncodeReport> {
     check_flags(config)?;
     let encoder = match &config.model {
-        Model::Bpe(model) => AnyEncoder::Bpe(Encoder::new(model, &config.allowed_special)?),
+        Model::Bpe(model) => {
+            AnyEncoder::Bpe(Box::new(Encoder::new(model, &config.allowed_special)?))
+        }
         Model::Word(model) => {
             if config.allowed_special != AllowedSpecial::None {
                 return Err(Error::usage("--allowed-special applies to BPE models only"));

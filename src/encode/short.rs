@@ -1,7 +1,8 @@
 //! BPE of short sequences (nearly every chunk and text line): the shortest by a scalar
 //! scan over two small arrays, the others by a vectorized scan over packed keys.
 
-use super::tables::byte_pair;
+use super::tables::{byte_pair, PairCache};
+use super::units::{Units, UNIT};
 use super::{Encoder, Scratch, NONE, TINY};
 
 impl Encoder<'_> {
@@ -24,8 +25,15 @@ impl Encoder<'_> {
         for (rank, w) in ranks.iter_mut().zip(bytes.windows(2)) {
             *rank = self.byte_pairs[byte_pair(w)];
         }
-        let pc = &mut scratch.pairs;
-        let mut n = bytes.len();
+        self.tiny_merges(&mut scratch.pairs, &mut scratch.tiny, bytes.len(), out);
+    }
+
+    /// [`Encoder::bpe_tiny`]'s merges, over the first `n` ids and `n - 1` merge ids of
+    /// `tiny` (`2..=TINY` of them).
+    #[inline(always)]
+    fn tiny_merges(&self, pc: &mut PairCache, tiny: &mut Tiny, mut n: usize, out: &mut Vec<u32>) {
+        debug_assert!((2..=TINY).contains(&n));
+        let Tiny { ids, ranks } = tiny;
         loop {
             let mut best = NONE;
             let mut at = 0;
@@ -53,6 +61,116 @@ impl Encoder<'_> {
             }
         }
         out.extend_from_slice(&ids[..n]);
+    }
+
+    /// BPE of a sequence of 3 to `scan_max` bytes starting from its units where they
+    /// may (`crate::model::units`): [`Encoder::bpe_tiny`]'s merges when it starts from
+    /// at most [`TINY`] ids, else the scan's.
+    pub(super) fn bpe_units(
+        &self,
+        units: &Units,
+        scratch: &mut Scratch,
+        bytes: &[u8],
+        out: &mut Vec<u32>,
+    ) {
+        let small = bytes.len() <= 2 * TINY;
+        let n = if small {
+            let Tiny { ids, ranks } = &mut scratch.tiny;
+            self.start_units(units, &mut scratch.pairs, bytes, ids, ranks)
+        } else {
+            scratch.ids.resize(bytes.len(), 0);
+            scratch.ranks.resize(bytes.len(), NONE);
+            let (ids, ranks) = (&mut scratch.ids, &mut scratch.ranks);
+            self.start_units(units, &mut scratch.pairs, bytes, ids, ranks)
+        };
+        if n == 1 {
+            out.push(if small {
+                scratch.tiny.ids[0]
+            } else {
+                scratch.ids[0]
+            });
+        } else if small && n <= TINY {
+            self.tiny_merges(&mut scratch.pairs, &mut scratch.tiny, n, out);
+        } else {
+            if small {
+                scratch.ids.clear();
+                scratch.ids.extend_from_slice(&scratch.tiny.ids[..n]);
+                scratch.ranks.clear();
+                scratch
+                    .ranks
+                    .extend_from_slice(&scratch.tiny.ranks[..n - 1]);
+            } else {
+                scratch.ids.truncate(n);
+                scratch.ranks.truncate(n - 1);
+            }
+            let shift = self.scan_shift;
+            for (at, key) in scratch.ranks.iter_mut().enumerate() {
+                *key = scan_key(*key, at, shift);
+            }
+            let last = n as u32 - 1;
+            scratch.next.clear();
+            scratch
+                .next
+                .extend((1..=n as u32).map(|i| if i > last { NONE } else { i }));
+            scratch.prev.clear();
+            scratch
+                .prev
+                .extend((0..n as u32).map(|i| i.wrapping_sub(1)));
+            scan_merges(self, scratch, out);
+        }
+    }
+
+    /// Writes the ids `bytes` starts from (its units where they may start whole, else
+    /// its bytes) to `ids`, and the merge ids of their adjacent pairs to `ranks` (both
+    /// at least `bytes.len()` long); returns how many ids.
+    #[inline(always)]
+    fn start_units(
+        &self,
+        units: &Units,
+        pc: &mut PairCache,
+        bytes: &[u8],
+        ids: &mut [u32],
+        ranks: &mut [u32],
+    ) -> usize {
+        let base = &self.model.base_id_of_byte;
+        let len = bytes.len();
+        let (mut n, mut i) = (0, 0);
+        // The merge id of the last id (when a byte's) with the next byte's.
+        let mut pending = NONE;
+        let mut after_byte = false;
+        while i < len {
+            let b = bytes[i];
+            let char3 = if (0xE0..=0xEF).contains(&b) {
+                units.char3(bytes, i)
+            } else {
+                None
+            };
+            let (id, width, next_pending) = match char3 {
+                Some(id) => (id, 3, NONE),
+                None if i + 1 < len => {
+                    let e = units.pairs[byte_pair(&bytes[i..])];
+                    if e & UNIT != 0 && units.allowed(e, bytes, i, 2) {
+                        (e as u32, 2, NONE)
+                    } else {
+                        (base[b as usize], 1, e as u32)
+                    }
+                }
+                None => (base[b as usize], 1, NONE),
+            };
+            if n > 0 {
+                ranks[n - 1] = if after_byte && width == 1 {
+                    pending
+                } else {
+                    self.pair(pc, ids[n - 1], id)
+                };
+            }
+            ids[n] = id;
+            n += 1;
+            i += width;
+            after_byte = width == 1;
+            pending = next_pending;
+        }
+        n
     }
 
     /// BPE for short sequences (at most `scan_max` bytes): the sequence is a linked list
@@ -84,15 +202,43 @@ impl Default for Tiny {
     }
 }
 
-/// [`Encoder::bpe_scan`]'s body, a free function for the multiversioning macro.
-#[multiversion::multiversion(targets("x86_64+avx2", "x86_64+sse4.1"))]
-pub(super) fn bpe_scan<'m>(
-    enc: &Encoder<'m>,
-    scratch: &mut Scratch,
-    bytes: &[u8],
-    out: &mut Vec<u32>,
-) {
+/// [`Encoder::bpe_scan`]'s body: the linked list and keys of `bytes`, then the merges.
+fn bpe_scan(enc: &Encoder<'_>, scratch: &mut Scratch, bytes: &[u8], out: &mut Vec<u32>) {
     let base = &enc.model.base_id_of_byte;
+    let Scratch {
+        ids: tok,
+        ranks: keys,
+        next,
+        prev,
+        ..
+    } = scratch;
+    let shift = enc.scan_shift;
+    linked_bytes(bytes, base, tok, next, prev);
+    keys.clear();
+    keys.extend(
+        bytes
+            .windows(2)
+            .enumerate()
+            .map(|(at, w)| scan_key(enc.byte_pairs[byte_pair(w)], at, shift)),
+    );
+    scan_merges(enc, scratch, out);
+}
+
+/// A scan key: `id << shift | at`, or [`NONE`] for no merge.
+#[inline(always)]
+pub(super) fn scan_key(id: u32, at: usize, shift: u32) -> u32 {
+    if id == NONE {
+        NONE
+    } else {
+        id << shift | at as u32
+    }
+}
+
+/// [`Encoder::bpe_scan`]'s merges, over the linked list of `scratch.ids` and the keys
+/// of its pairs in `scratch.ranks` (one fewer than the ids); a free function for the
+/// multiversioning macro.
+#[multiversion::multiversion(targets("x86_64+avx2", "x86_64+sse4.1"))]
+pub(super) fn scan_merges<'m>(enc: &Encoder<'m>, scratch: &mut Scratch, out: &mut Vec<u32>) {
     let Scratch {
         ids: tok,
         ranks: keys,
@@ -102,23 +248,9 @@ pub(super) fn bpe_scan<'m>(
         ..
     } = scratch;
     let shift = enc.scan_shift;
-    let key = |id: u32, at: usize| {
-        if id == NONE {
-            NONE
-        } else {
-            id << shift | at as u32
-        }
-    };
-    linked_bytes(bytes, base, tok, next, prev);
-    keys.clear();
-    keys.extend(
-        bytes
-            .windows(2)
-            .enumerate()
-            .map(|(at, w)| key(enc.byte_pairs[byte_pair(w)], at)),
-    );
+    let key = |id: u32, at: usize| scan_key(id, at, shift);
     // Whole blocks of SCAN_LANES keys for `lowest_key`; the padding stays NONE.
-    keys.resize((bytes.len() + 1).next_multiple_of(SCAN_LANES), NONE);
+    keys.resize((tok.len() + 1).next_multiple_of(SCAN_LANES), NONE);
     let mut lowest = lowest_key(keys);
     while lowest != NONE {
         let (r, i) = (lowest >> shift, (lowest & ((1 << shift) - 1)) as usize);

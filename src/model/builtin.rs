@@ -40,6 +40,24 @@ static CL100K_SLOTS: &[u8] = include_blob!("cl100k_base.slots");
 static P50K_SLOTS: &[u8] = include_blob!("p50k_base.slots");
 static R50K_SLOTS: &[u8] = include_blob!("r50k_base.slots");
 
+// The encoder's units of the same (`super::units`).
+static O200K_UNITS: &[u8] = include_blob!("o200k_base.units");
+static CL100K_UNITS: &[u8] = include_blob!("cl100k_base.units");
+static P50K_UNITS: &[u8] = include_blob!("p50k_base.units");
+static R50K_UNITS: &[u8] = include_blob!("r50k_base.units");
+
+/// The units of the built-in model `name` as build.rs found them; `None` for any other
+/// name.
+pub(crate) fn builtin_units(name: &str) -> Option<super::units::UnitTables> {
+    super::units::UnitTables::from_bytes(match name {
+        "o200k_base" => O200K_UNITS,
+        "cl100k_base" => CL100K_UNITS,
+        "p50k_base" => P50K_UNITS,
+        "r50k_base" => R50K_UNITS,
+        _ => return None,
+    })
+}
+
 /// The decoder's slot table of the built-in model `name`, 16 bytes per ordinary id, as
 /// build.rs wrote it; `None` for any other name.
 pub(crate) fn decode_slots(name: &str) -> Option<&'static [u8]> {

@@ -7,13 +7,14 @@ mod builtin;
 pub(crate) mod merge_list;
 mod pairs;
 pub(crate) mod tables;
+pub(crate) mod units;
 
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use ahash::AHashMap;
 
-pub(crate) use builtin::{builtin, decode_slots, BUILTINS};
+pub(crate) use builtin::{builtin, builtin_units, decode_slots, BUILTINS};
 pub(crate) use pairs::{PairIds, PairTable};
 
 pub(crate) use crate::identity::ModelSource;
@@ -206,6 +207,50 @@ impl BpeModel {
             },
         }
         true
+    }
+
+    /// The first and the last byte of every ordinary id's bytes (`[0, 0]` for an id
+    /// without bytes), without building a merge list's table of all tokens: a merge's
+    /// first byte is its left part's, its last byte its right part's.
+    pub(crate) fn end_bytes(&self) -> Vec<[u8; 2]> {
+        let ids = self.token_offsets.len().saturating_sub(1);
+        match &self.bytes {
+            TokenBytes::Stored(bytes) => (0..ids)
+                .map(|id| match self.ordinary_span(id as u32) {
+                    Some((start, end)) => [bytes[start], bytes[end - 1]],
+                    None => [0, 0],
+                })
+                .collect(),
+            TokenBytes::Derived { base_bytes, .. } => {
+                let mut ends: Vec<[u8; 2]> = base_bytes.iter().map(|&b| [b, b]).collect();
+                for &(a, b) in &self.merges {
+                    let end = |id: u32| ends.get(id as usize).copied().unwrap_or([0, 0]);
+                    ends.push([end(a)[0], end(b)[1]]);
+                }
+                ends.truncate(ids);
+                ends
+            }
+        }
+    }
+
+    /// The model's units ([`units`]), found from its pairs (the built-ins' are compiled
+    /// in: [`builtin_units`]).
+    pub(crate) fn units(&self) -> units::UnitTables {
+        let ends = self.end_bytes();
+        let offsets = &self.token_offsets;
+        let short = offsets.windows(2).enumerate().filter_map(|(id, span)| {
+            let mut bytes = Vec::new();
+            ((2..=3).contains(&(span[1] - span[0])) && self.write_token(id as u32, &mut bytes))
+                .then_some((id as u32, bytes))
+        });
+        units::build(
+            &self.base_id_of_byte,
+            |a, b| self.merge_ids.id(a, b).unwrap_or(u32::MAX),
+            short,
+            self.merge_ids.each(),
+            |id| ends.get(id as usize).copied(),
+            ends.len(),
+        )
     }
 
     /// The span of ordinary id `id` in the token table, if it has bytes.

@@ -170,6 +170,16 @@ impl PairIds {
         (!self.table.slots.is_empty()).then_some(&self.table)
     }
 
+    /// Every `(a, b, id)`, from the slot table when there is one (without filling the
+    /// map), in no particular order.
+    pub(crate) fn each(&self) -> Box<dyn Iterator<Item = (u32, u32, u32)> + '_> {
+        if self.table.slots.is_empty() {
+            Box::new(self.iter().map(|(&(a, b), &id)| (a, b, id)))
+        } else {
+            Box::new(self.table.iter())
+        }
+    }
+
     /// The number of pairs (without filling the map).
     pub(crate) fn count(&self) -> usize {
         if self.table.slots.is_empty() {

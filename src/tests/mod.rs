@@ -16,6 +16,7 @@ mod pretokenize_props;
 mod scale_out;
 mod tiktoken_goldens;
 mod train_props;
+mod units_props;
 mod word_props;
 
 use std::path::PathBuf;
