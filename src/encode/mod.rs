@@ -48,8 +48,8 @@
 //!   Intel Xeon model 167, CPU s, 7 alternated runs: o200k_base 0.368-0.391 against
 //!   0.431-0.484, cl100k_base 0.330-0.365 against 0.387-0.458. The built-ins' units are
 //!   compiled in; other models' are found from their pairs, and every model's are
-//!   built only once a thread has taken [`UNITS_AFTER`] sequences through BPE, so that
-//!   short runs do not pay for them.
+//!   built only once a thread has taken [`UNITS_AFTER_BUILTIN`] (built-ins) or
+//!   [`UNITS_AFTER`] sequences through BPE, so that short runs do not pay for them.
 //! - The first round of pairs comes from a 64K table of byte pairs; later pairs from a
 //!   flat table of 8-byte slots (every model whose ids fit them: 512 KB for a 32k model,
 //!   L2-resident; the built-ins' compiled in with their filters) behind a one-hash Bloom
@@ -62,7 +62,9 @@
 //!   4.9M chunks but 448k distinct in the 27 MB benchmark text, hence
 //!   [`CACHE_ENTRIES`] = 512K), with a small level of short chunks in front of it, a
 //!   Bloom filter that spares a chunk seen for the first time the probe, and its slots
-//!   in huge pages once it grows (`tables::ChunkCache`).
+//!   in huge pages once it grows (`tables::ChunkCache`). Once BPE starts from units,
+//!   chunks of up to 16 bytes that miss the small level skip the large one: their BPE
+//!   costs what its probe did (`Encoder::encode_chunk_cached`).
 //! - Caches live in a pool inside the [`Encoder`], so it is `Sync` and each thread
 //!   borrows one for a batch; a cache is cleared when it reaches [`CACHE_ENTRIES`].
 //! - `--whole` input is cut only where the result cannot change: for `--split none`
@@ -129,10 +131,14 @@ const TINY: usize = 32;
 /// ([`tables::ChunkCache`]) keeps the memory bounded whatever the chunks' length.
 const CACHE_MAX_CHUNK: usize = 4096;
 /// BPE starts from units ([`Encoder::units`]) once a thread has taken this many
-/// sequences through it from bytes: building them costs a run ~1 ms for a built-in
-/// (tables of 1 MB) and ~4 ms for a 32k model file (~30 ms for o200k_base as a rank
-/// file), which BPE of a sequence from units saves back at ~0.1-0.2 us a sequence.
+/// sequences through it from bytes: finding a model file's units costs ~4 ms for a 32k
+/// model (~30 ms for o200k_base as a rank file), which BPE from units saves back at
+/// ~0.1-0.2 us a sequence, so that short runs do not pay for them.
 const UNITS_AFTER: usize = 1 << 13;
+/// The same for the built-ins, whose units are compiled in: reading them costs a run
+/// ~0.3 ms (`echo 'привет мир' | bpe-encode`, 1.87 ms of CPU with them not read, 2.17
+/// ms read from the first sequence; `perf stat -r 40`).
+const UNITS_AFTER_BUILTIN: usize = 1 << 10;
 /// A cache that reaches this many entries is cleared (bounds memory per thread).
 const CACHE_ENTRIES: usize = 1 << 19;
 /// `--whole` input is cut into pieces of about this size for parallel work.
@@ -329,7 +335,11 @@ impl<'m> Encoder<'m> {
             whole,
             cut: std::sync::OnceLock::new(),
             units: std::sync::OnceLock::new(),
-            units_after: UNITS_AFTER,
+            units_after: if builtin {
+                UNITS_AFTER_BUILTIN
+            } else {
+                UNITS_AFTER
+            },
             pool: Pool::default(),
         })
     }
@@ -453,6 +463,16 @@ impl<'m> Encoder<'m> {
     }
 
     /// [`Encoder::encode_chunk`] past the hot level: the second level, then BPE.
+    ///
+    /// Once BPE starts from units ([`Encoder::units`]), a chunk the hot level could
+    /// hold (up to [`HOT_MAX`] bytes) skips the second level: its BPE costs about what
+    /// the level's probe (the seen filter's word, the slot, the arena entry) and insert
+    /// cost, and the level then holds only longer chunks, so stays small. With the hot
+    /// level at 2^15 entries instead of 2^14 (where it now stands in for both levels),
+    /// one thread, whole command, 27 MB, Intel Xeon model 167, CPU ms (min / p10 /
+    /// median of 11 alternated runs): o200k_base 335 / 355 / 369 against 371 / 380 /
+    /// 397, cl100k_base 317 / 331 / 342 against 340 / 346 / 374; in process (best of 5,
+    /// three rounds) o200k_base 0.304-0.308 s against 0.348-0.356.
     #[inline(never)]
     fn encode_chunk_cached(
         &self,
@@ -461,11 +481,18 @@ impl<'m> Encoder<'m> {
         short: Option<ShortKey>,
         out: &mut Vec<u32>,
     ) {
+        let start = out.len();
+        if let Some(key) = &short {
+            if self.units.get().is_some() {
+                self.encode_sequence(scratch, chunk, out);
+                scratch.cache.put_hot(key, &out[start..]);
+                return;
+            }
+        }
         let hash = match &short {
             Some(key) => key.hash(),
             None => hash_bytes(chunk),
         };
-        let start = out.len();
         if !scratch.cache.get(hash, chunk, out) {
             self.encode_sequence(scratch, chunk, out);
             scratch.cache.insert(hash, chunk, &out[start..]);
