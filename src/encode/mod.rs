@@ -209,7 +209,7 @@ pub struct Encoder<'m> {
     step: usize,
     long: Long,
     /// The model's units ([`Units`]), built on first need.
-    units: std::sync::OnceLock<Option<Box<Units>>>,
+    units: std::sync::OnceLock<Box<Units>>,
     /// BPE starts from units once a thread has taken this many sequences through it
     /// from bytes ([`UNITS_AFTER`]; see [`Encoder::with_units_after`]).
     units_after: usize,
@@ -552,28 +552,26 @@ impl<'m> Encoder<'m> {
         }
     }
 
-    /// The model's units, once this thread has taken [`UNITS_AFTER`] sequences through
+    /// The model's units, once this thread has taken `units_after` sequences through
     /// BPE without them (read from the binary for the built-ins, found from the pairs
-    /// for other models).
+    /// for other models); `None` before.
     #[inline]
     fn units(&self, scratch: &mut Scratch) -> Option<&Units> {
         if let Some(units) = self.units.get() {
-            return units.as_deref();
+            return Some(units);
         }
         if scratch.without_units < self.units_after {
             scratch.without_units += 1;
             return None;
         }
-        self.units
-            .get_or_init(|| {
-                let tables = match &self.model.source {
-                    ModelSource::Builtin(name) => crate::model::builtin_units(name),
-                    _ => None,
-                };
-                let tables = tables.unwrap_or_else(|| self.model.units());
-                Some(Box::new(Units::new(&tables, &self.byte_pairs)))
-            })
-            .as_deref()
+        Some(self.units.get_or_init(|| {
+            let tables = match &self.model.source {
+                ModelSource::Builtin(name) => crate::model::builtin_units(name),
+                _ => None,
+            };
+            let tables = tables.unwrap_or_else(|| self.model.units());
+            Box::new(Units::new(&tables, &self.byte_pairs))
+        }))
     }
 
     /// [`Encoder::bpe`] from bytes.
