@@ -46,8 +46,9 @@ pub(super) fn byte_pair(w: &[u8]) -> usize {
 /// 32 bytes that hold a chunk of up to [`HOT_MAX`] bytes and up to three ids in place,
 /// so that a hit is one load from a table that stays in L2 (one thread, o200k_base,
 /// 27 MB of mixed text: ~6% less CPU for the whole command, where the second level's
-/// slot load had been a fifth of the time). Behind it every chunk, open addressing over
-/// one arena: a slot holds the hash, so a probe touches the slot array and then one
+/// slot load had been a fifth of the time). Behind it every chunk the encoder sends
+/// on (those of up to [`HOT_MAX`] bytes only until its BPE starts from units:
+/// `Encoder::encode_chunk_cached`), open addressing over one arena: a slot holds the hash, so a probe touches the slot array and then one
 /// arena spot (the key followed by its ids), two cache misses at most; no allocation
 /// per entry. Cleared when full. A Bloom filter of the chunks it holds spares a chunk
 /// seen for the first time the probe ([`SEEN_BITS`]).
@@ -102,7 +103,7 @@ const SMALL_SLOTS: usize = 1 << 15;
 /// (`Encoder::encode_chunk_cached`), 2^15 and 2^16 entries measure 2-3% faster than
 /// 2^14 in process (o200k_base, 27 MB, Intel Xeon model 167: best of 5, three rounds,
 /// 0.304-0.308 and 0.296-0.312 s against 0.312-0.324), and the same as each other
-/// in whole commands. (Before that change 12, 14 and 16 bits measured the same.)
+/// in whole commands.
 const HOT_BITS: u32 = 15;
 /// Chunks of at most this many bytes can be hot.
 pub(super) const HOT_MAX: usize = 16;
