@@ -419,7 +419,16 @@ fn random_rank_file(rng: &mut Rng, alphabet: &[u8]) -> (Vec<u8>, AHashMap<Vec<u8
         let count = 10 + rng.below(80);
         random_merges(rng, alphabet, count)
     };
-    let base = model_from_merges(&merges, None, vec![]);
+    rank_file_of_merges(rng, &merges)
+}
+
+/// A rank table of the tokens of `merges` (each distinct one once), ranks shuffled
+/// with one gap: the bytes permuted, a token's rank above its parts' only sometimes.
+pub fn rank_file_of_merges(
+    rng: &mut Rng,
+    merges: &[(u32, u32)],
+) -> (Vec<u8>, AHashMap<Vec<u8>, u32>) {
+    let base = model_from_merges(merges, None, vec![]);
     let mut tokens: Vec<Vec<u8>> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for id in 0..base.vocab_size() as u32 {

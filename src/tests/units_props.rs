@@ -7,7 +7,9 @@
 use ahash::AHashMap;
 
 use super::corpus::corpus;
-use super::encode_props::{base64, model_from_merges, naive_encode, naive_record, naive_tiktoken};
+use super::encode_props::{
+    model_from_merges, naive_encode, naive_record, naive_tiktoken, rank_file_of_merges,
+};
 use super::Rng;
 use crate::encode::{AllowedSpecial, Encoder};
 use crate::format::tiktoken;
@@ -171,27 +173,7 @@ fn units_equal_naive_tiktoken_on_random_rank_tables() {
         let chars: Vec<char> = letters.chars().collect();
         let count = 10 + rng.below(70);
         let merges = merges_with_chars(&mut rng, letters, count);
-        let base = model_from_merges(&merges, None, vec![]);
-        // Each distinct token once, ranks in a random order (tiktoken's algorithm needs
-        // no order), the bytes permuted with them.
-        let mut tokens: Vec<Vec<u8>> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for id in 0..base.vocab_size() as u32 {
-            let t = base.token(id).unwrap().to_vec();
-            if seen.insert(t.clone()) {
-                tokens.push(t);
-            }
-        }
-        for i in (1..tokens.len()).rev() {
-            let j = rng.below(i + 1);
-            tokens.swap(i, j);
-        }
-        let mut file = Vec::new();
-        let mut ranks = AHashMap::new();
-        for (rank, t) in tokens.iter().enumerate() {
-            file.extend_from_slice(format!("{} {rank}\n", base64(t)).as_bytes());
-            ranks.insert(t.clone(), rank as u32);
-        }
+        let (file, ranks) = rank_file_of_merges(&mut rng, &merges);
         let split = (case % 2 == 1).then(|| split_spec("cl100k"));
         let source = ModelSource::File {
             name: "test.tiktoken".into(),
